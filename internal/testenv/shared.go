@@ -1,0 +1,63 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+)
+
+// InCI reports whether the process runs under CI (CI=true), where a missing
+// control plane fails integration tests instead of skipping them.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Shared is one control plane for all the tests of a package. Its zero value
+// starts with default Options; set Options before Main to change them.
+type Shared struct {
+	Options Options
+
+	once sync.Once
+	env  *Environment
+	err  error
+}
+
+// Main runs the package's tests, stops the control plane if a test started
+// one, and exits. Call it from TestMain.
+func (s *Shared) Main(m *testing.M) {
+	code := m.Run()
+	if err := s.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: stop control plane: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Env returns the package's control plane, starting it on first use. When
+// the binaries are missing it skips t with instructions, or fails t under
+// CI=true; any other start failure fails t.
+func (s *Shared) Env(t testing.TB) *Environment {
+	t.Helper()
+	s.once.Do(func() {
+		s.env, s.err = Start(context.Background(), s.Options)
+	})
+	switch {
+	case s.err == nil:
+		return s.env
+	case errors.Is(s.err, ErrBinariesMissing) && !InCI():
+		t.Skipf("integration test needs a control plane: %v", s.err)
+	default:
+		t.Fatalf("start control plane: %v", s.err)
+	}
+	return nil
+}
+
+func (s *Shared) stop() error {
+	if s.env == nil {
+		return nil
+	}
+	return s.env.Stop()
+}
