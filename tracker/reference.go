@@ -1,0 +1,82 @@
+package tracker
+
+import (
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Reference names the objects an observer depends on: one object by Name,
+// or every object of the kind in Namespace whose labels match Selector.
+// Exactly one of Name and Selector is set.
+type Reference struct {
+	// APIVersion is the group/version of the referenced kind, e.g. "apps/v1".
+	APIVersion string `json:"apiVersion"`
+	// Kind is the referenced kind, e.g. "Deployment".
+	Kind string `json:"kind"`
+	// Namespace holds the referenced objects.
+	Namespace string `json:"namespace"`
+	// Name names one object.
+	Name string `json:"name,omitempty"`
+	// Selector selects objects by label.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// GroupVersionKind returns the referenced kind, or an error when APIVersion
+// does not parse.
+func (r Reference) GroupVersionKind() (schema.GroupVersionKind, error) {
+	gv, err := schema.ParseGroupVersion(r.APIVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("apiVersion %q: %w", r.APIVersion, err)
+	}
+	return gv.WithKind(r.Kind), nil
+}
+
+// Validate reports every problem with r, joined, or nil when r is usable.
+func (r Reference) Validate() error {
+	var errs []error
+	if r.APIVersion == "" {
+		errs = append(errs, errors.New("apiVersion is required"))
+	} else if _, err := r.GroupVersionKind(); err != nil {
+		errs = append(errs, err)
+	}
+	if r.Kind == "" {
+		errs = append(errs, errors.New("kind is required"))
+	}
+	if r.Namespace == "" {
+		errs = append(errs, errors.New("namespace is required"))
+	}
+	switch {
+	case r.Name == "" && r.Selector == nil:
+		errs = append(errs, errors.New("one of name and selector is required"))
+	case r.Name != "" && r.Selector != nil:
+		errs = append(errs, errors.New("name and selector are mutually exclusive"))
+	case r.Selector != nil:
+		if _, err := metav1.LabelSelectorAsSelector(r.Selector); err != nil {
+			errs = append(errs, fmt.Errorf("selector: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LabelSelector returns Selector parsed, or labels.Nothing when r names one
+// object by Name.
+func (r Reference) LabelSelector() (labels.Selector, error) {
+	if r.Selector == nil {
+		return labels.Nothing(), nil
+	}
+	return metav1.LabelSelectorAsSelector(r.Selector)
+}
+
+// String formats r for logs and errors: "apps/v1 Deployment default/web" or
+// "apps/v1 Deployment default/{app=web}".
+func (r Reference) String() string {
+	target := r.Name
+	if r.Selector != nil {
+		target = "{" + metav1.FormatLabelSelector(r.Selector) + "}"
+	}
+	return fmt.Sprintf("%s %s %s/%s", r.APIVersion, r.Kind, r.Namespace, target)
+}
