@@ -1,0 +1,176 @@
+package psbinding
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bindkit/bindkit/tracker"
+)
+
+// testBinding is the least a Binding needs to be indexed.
+type testBinding struct {
+	namespace, name string
+	subject         tracker.Reference
+}
+
+func subjectOfTest(b testBinding) (tracker.Reference, string, string) {
+	return b.subject, b.namespace, b.name
+}
+
+func names(bs []testBinding) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.namespace + "/" + b.name
+	}
+	return out
+}
+
+func byName(ns, name, subject string) testBinding {
+	return testBinding{ns, name, tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: subject}}
+}
+
+func bySelector(ns, name string, sel *metav1.LabelSelector) testBinding {
+	return testBinding{ns, name, tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Selector: sel}}
+}
+
+func matchLabels(kv ...string) *metav1.LabelSelector {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return &metav1.LabelSelector{MatchLabels: m}
+}
+
+func TestIndexLookup(t *testing.T) {
+	bindings := []testBinding{
+		byName("ns", "exact-web", "web"),
+		bySelector("ns", "sel-app-web", matchLabels("app", "web")),
+		bySelector("ns", "sel-app-web-tier", matchLabels("app", "web", "tier", "front")),
+		bySelector("ns", "sel-in", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "api"}},
+		}}),
+		bySelector("ns", "sel-notin", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"db"}},
+		}}),
+		bySelector("ns", "sel-everything", &metav1.LabelSelector{}),
+		byName("other", "exact-web-other-ns", "web"),
+		{namespace: "ns", name: "a-job-binding", subject: tracker.Reference{APIVersion: "batch/v1", Kind: "Job", Namespace: "ns", Name: "web"}},
+	}
+	ix, errs := newIndex(bindings, subjectOfTest)
+	if len(errs) > 0 {
+		t.Fatalf("newIndex: %v", errs)
+	}
+
+	tests := []struct {
+		name            string
+		group, kind, ns string
+		objName         string
+		labels          map[string]string
+		want            []string
+	}{{
+		name: "exact and selectors, sorted by binding name", group: "apps", kind: "Deployment", ns: "ns",
+		objName: "web", labels: map[string]string{"app": "web", "tier": "front"},
+		want: []string{"ns/exact-web", "ns/sel-app-web", "ns/sel-app-web-tier", "ns/sel-everything", "ns/sel-in", "ns/sel-notin"},
+	}, {
+		name: "In matches its second value", group: "apps", kind: "Deployment", ns: "ns",
+		objName: "api", labels: map[string]string{"app": "api"},
+		want: []string{"ns/sel-everything", "ns/sel-in", "ns/sel-notin"},
+	}, {
+		name: "NotIn excludes, empty selector still matches", group: "apps", kind: "Deployment", ns: "ns",
+		objName: "db", labels: map[string]string{"app": "db"},
+		want: []string{"ns/sel-everything"},
+	}, {
+		name: "generated name: selectors only", group: "apps", kind: "Deployment", ns: "ns",
+		objName: "", labels: map[string]string{"app": "web"},
+		want: []string{"ns/sel-app-web", "ns/sel-everything", "ns/sel-in", "ns/sel-notin"},
+	}, {
+		name: "other kind", group: "batch", kind: "Job", ns: "ns", objName: "web",
+		want: []string{"ns/a-job-binding"},
+	}, {
+		name: "same kind name in another group does not match", group: "extensions", kind: "Deployment", ns: "ns",
+		objName: "web", labels: map[string]string{"app": "web"},
+	}, {
+		name: "namespace without bindings", group: "apps", kind: "Deployment", ns: "empty",
+		objName: "web", labels: map[string]string{"app": "web"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ix.lookup(tc.group, tc.kind, tc.ns, tc.objName, tc.labels)
+			if diff := cmp.Diff(tc.want, names(got), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("lookup (-want +got):\n%s", diff)
+			}
+			if inScope := ix.inScope(tc.group, tc.kind, tc.ns); len(tc.want) > 0 && !inScope {
+				t.Errorf("inScope = false for a scope with matches")
+			}
+		})
+	}
+}
+
+// TestIndexOrderIndependentOfListOrder is what keeps the webhook and the
+// reconciler from fighting: the same Bindings in any order apply in one order.
+func TestIndexOrderIndependentOfListOrder(t *testing.T) {
+	var bindings []testBinding
+	for i := range 20 {
+		bindings = append(bindings, bySelector("ns", fmt.Sprintf("b%02d", i), matchLabels("app", "web")))
+		bindings = append(bindings, byName("ns", fmt.Sprintf("e%02d", i), "web"))
+	}
+	ix, _ := newIndex(bindings, subjectOfTest)
+	want := names(ix.lookup("apps", "Deployment", "ns", "web", map[string]string{"app": "web"}))
+	for seed := range uint64(10) {
+		shuffled := append([]testBinding(nil), bindings...)
+		rand.New(rand.NewPCG(seed, seed)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		ix, _ := newIndex(shuffled, subjectOfTest)
+		got := names(ix.lookup("apps", "Deployment", "ns", "web", map[string]string{"app": "web"}))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("seed %d: order depends on list order (-want +got):\n%s", seed, diff)
+		}
+	}
+}
+
+func TestIndexReportsInvalidBindings(t *testing.T) {
+	bindings := []testBinding{
+		byName("ns", "good", "web"),
+		{namespace: "ns", name: "no-kind", subject: tracker.Reference{APIVersion: "apps/v1", Namespace: "ns", Name: "web"}},
+		bySelector("ns", "bad-selector", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "app", Operator: "Sometimes"},
+		}}),
+	}
+	ix, errs := newIndex(bindings, subjectOfTest)
+	if len(errs) != 2 {
+		t.Errorf("got %d errors, want 2: %v", len(errs), errs)
+	}
+	if diff := cmp.Diff([]string{"ns/good"}, names(ix.lookup("apps", "Deployment", "ns", "web", nil))); diff != "" {
+		t.Errorf("valid binding not indexed (-want +got):\n%s", diff)
+	}
+}
+
+func BenchmarkIndexLookup(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		var bindings []testBinding
+		for i := range n {
+			bindings = append(bindings, bySelector("ns", fmt.Sprintf("b%05d", i), matchLabels("app", fmt.Sprintf("app-%d", i))))
+		}
+		ix, _ := newIndex(bindings, subjectOfTest)
+		objLabels := map[string]string{"app": "app-7", "tier": "front", "team": "payments"}
+		b.Run(fmt.Sprintf("selector-match/n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if got := ix.lookup("apps", "Deployment", "ns", "web", objLabels); len(got) != 1 {
+					b.Fatalf("got %d matches", len(got))
+				}
+			}
+		})
+		miss := map[string]string{"app": "nothing", "tier": "front"}
+		b.Run(fmt.Sprintf("selector-miss/n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if got := ix.lookup("apps", "Deployment", "ns", "web", miss); len(got) != 0 {
+					b.Fatalf("got %d matches", len(got))
+				}
+			}
+		})
+	}
+}
