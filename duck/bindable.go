@@ -1,0 +1,152 @@
+package duck
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/bindkit/bindkit/tracker"
+)
+
+// Bindable is the contract of a Binding resource as the framework sees it:
+// a Kubernetes object that names its subject and reports its status.
+type Bindable interface {
+	metav1.Object
+	runtime.Object
+
+	// GetSubject returns the workloads the Binding applies to.
+	GetSubject() tracker.Reference
+	// GetBindingStatus returns the Binding's status for the framework to
+	// update; changes made through it are changes to the Binding.
+	GetBindingStatus() BindableStatus
+}
+
+// BindableStatus is the part of a Binding's status the framework manages.
+type BindableStatus interface {
+	// InitializeConditions sets every condition the framework manages that
+	// is not set yet to Unknown, leaving set ones alone.
+	InitializeConditions()
+	// MarkBindingAvailable records that the Binding applies to its subject.
+	MarkBindingAvailable()
+	// MarkBindingUnavailable records why the Binding does not apply. reason
+	// is CamelCase, as metav1.Condition requires.
+	MarkBindingUnavailable(reason, message string)
+	// SetObservedGeneration records the Binding generation the status
+	// describes.
+	SetObservedGeneration(generation int64)
+	// GetConditions returns the conditions; callers must not change them.
+	GetConditions() []metav1.Condition
+}
+
+// Condition types and reasons that Status sets.
+const (
+	// ConditionReady is True when the Binding is fully applied.
+	ConditionReady = "Ready"
+	// ConditionBindingAvailable is True when the Binding applies to its
+	// subject.
+	ConditionBindingAvailable = "BindingAvailable"
+
+	// ReasonInitializing is the reason of a condition not yet decided.
+	ReasonInitializing = "Initializing"
+	// ReasonBindingAvailable is the reason of a True condition set by
+	// MarkBindingAvailable.
+	ReasonBindingAvailable = "BindingAvailable"
+	// ReasonBindingUnavailable is the reason MarkBindingUnavailable uses
+	// when given none.
+	ReasonBindingUnavailable = "BindingUnavailable"
+)
+
+// Status implements BindableStatus. Embed it in a Binding's status:
+//
+//	type MyBindingStatus struct {
+//		duck.Status `json:",inline"`
+//		// fields of your own
+//	}
+//
+// Ready mirrors BindingAvailable. Conditions set after SetObservedGeneration
+// carry that generation, so call it first in a reconcile.
+type Status struct {
+	// ObservedGeneration is the generation of the Binding the status
+	// describes.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions are the latest observations of the Binding's state.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+var _ BindableStatus = (*Status)(nil)
+
+// InitializeConditions implements BindableStatus.
+func (s *Status) InitializeConditions() {
+	for _, t := range []string{ConditionBindingAvailable, ConditionReady} {
+		if meta.FindStatusCondition(s.Conditions, t) == nil {
+			s.set(t, metav1.ConditionUnknown, ReasonInitializing, "")
+		}
+	}
+}
+
+// MarkBindingAvailable implements BindableStatus.
+func (s *Status) MarkBindingAvailable() {
+	s.set(ConditionBindingAvailable, metav1.ConditionTrue, ReasonBindingAvailable, "")
+	s.set(ConditionReady, metav1.ConditionTrue, ReasonBindingAvailable, "")
+}
+
+// MarkBindingUnavailable implements BindableStatus.
+// An empty reason becomes ReasonBindingUnavailable.
+func (s *Status) MarkBindingUnavailable(reason, message string) {
+	if reason == "" {
+		reason = ReasonBindingUnavailable
+	}
+	s.set(ConditionBindingAvailable, metav1.ConditionFalse, reason, message)
+	s.set(ConditionReady, metav1.ConditionFalse, reason, message)
+}
+
+// SetObservedGeneration implements BindableStatus.
+func (s *Status) SetObservedGeneration(generation int64) { s.ObservedGeneration = generation }
+
+// GetConditions implements BindableStatus.
+func (s *Status) GetConditions() []metav1.Condition { return s.Conditions }
+
+// GetCondition returns the condition of type t, or nil when it is not set.
+func (s *Status) GetCondition(t string) *metav1.Condition {
+	return meta.FindStatusCondition(s.Conditions, t)
+}
+
+// IsReady reports whether the Ready condition is True and describes the
+// current ObservedGeneration.
+func (s *Status) IsReady() bool {
+	c := s.GetCondition(ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == s.ObservedGeneration
+}
+
+// set changes one condition; meta.SetStatusCondition moves
+// LastTransitionTime only when the status changes.
+func (s *Status) set(t string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+		Type:               t,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: s.ObservedGeneration,
+	})
+}
+
+// DeepCopyInto copies s into out; out shares no memory with s.
+func (s *Status) DeepCopyInto(out *Status) {
+	*out = *s
+	if s.Conditions != nil {
+		out.Conditions = make([]metav1.Condition, len(s.Conditions))
+		for i := range s.Conditions {
+			s.Conditions[i].DeepCopyInto(&out.Conditions[i])
+		}
+	}
+}
+
+// DeepCopy returns a copy of s that shares no memory with it, or nil for nil.
+func (s *Status) DeepCopy() *Status {
+	if s == nil {
+		return nil
+	}
+	out := new(Status)
+	s.DeepCopyInto(out)
+	return out
+}

@@ -1,0 +1,54 @@
+// Package duck holds the duck types Bindings work on and the machinery
+// around them: converting workloads to and from the PodSpecable duck type,
+// JSON patches between two versions of it, informers over the dynamic client
+// that cache it, the Bindable contract and the kind-to-resource lookup.
+//
+// # The duck type
+//
+// A Binding's Do and Undo always see one *WithPod: the workload's metadata
+// and its pod template. Where the template lives depends on the workload's
+// Shape:
+//
+//   - PodSpecable (the default, and the zero Shape): spec.template.
+//     Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, and custom
+//     resources that follow the convention.
+//   - Pod: a bare Pod is its own template. Its metadata is both the
+//     WithPod's ObjectMeta and the template's; its spec is the template's
+//     spec. Patches put both metadata changes under /metadata and spec
+//     changes under /spec.
+//   - CronJob: spec.jobTemplate.spec.template.
+//   - TemplateAt(path...): any other field path a custom resource declares,
+//     e.g. TemplateAt("spec", "workload", "template").
+//
+// Shapes picks the shape from an object's kind. Its zero value knows the
+// built-ins (batch CronJob, core Pod, everything else spec.template); a
+// caller extends it with With and passes the result to whatever needs it.
+// There is no global registry.
+//
+// # Patches
+//
+// Shape.CreatePatch diffs two WithPods, not two real objects: it compares
+// the labels and annotations of the object and of the template, and the
+// template's spec, and nothing else. A patch therefore never names a field
+// the duck type does not know, and fields the real object has beyond
+// WithPod (other spec fields, status, unknown fields a CRD preserves) are
+// left as they are. No change gives an empty patch.
+//
+// # Informers
+//
+// TypedInformerFactory builds informers over the dynamic client whose cache
+// holds *WithPod. EnqueueInformerFactory adds an event handler to each.
+// CachedInformerFactory keeps one per resource, starts it on first use and
+// waits, within the caller's context, for its cache to sync. No constructor
+// starts a goroutine: informers run from the first CachedInformerFactory.Get
+// until the factory's Stop channel is closed, and an informer taken from
+// TypedInformerFactory directly runs only when, and as long as, its caller
+// runs it.
+//
+// # Resources
+//
+// NewRESTMapper and ResourceFor turn a kind into the resource the server
+// serves it under, from discovery: Endpoints is endpoints, NetworkPolicy is
+// networkpolicies, a custom resource is its declared plural. Plurals are
+// never guessed.
+package duck
