@@ -1,0 +1,269 @@
+package controller
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/bindkit/bindkit/controller/logging"
+)
+
+// Reconciler is the one method a controller author writes. Reconcile
+// receives a key, "namespace/name" for a namespaced object or "name" for a
+// cluster-scoped one (split it with cache.SplitMetaNamespaceKey), and brings
+// the world in line with the object it names. It must be safe to call for
+// different keys at once (Run's workers share it); Impl never reconciles the
+// same key on two workers at the same time.
+//
+// The error decides what happens next: nil forgets the key; an error made
+// by NewRequeueAfter reconciles again later without counting a failure; one
+// made by NewPermanentError is logged and dropped; any other error is
+// retried with rate-limited backoff up to the Impl's retry cap. An error
+// that wraps both a permanent error and a requeue is treated as permanent.
+// A panic is not recovered: it ends the process, as in client-go.
+//
+// ctx carries a logger (logging.FromContext) that names the controller,
+// the key and a reconcile ID unique to this attempt. When Run's context
+// ends, ctx stays live for the drain timeout so an in-flight reconcile can
+// finish its writes.
+type Reconciler interface {
+	Reconcile(ctx context.Context, key string) error
+}
+
+// ReconcilerFunc adapts a function to Reconciler.
+type ReconcilerFunc func(ctx context.Context, key string) error
+
+// Reconcile calls f.
+func (f ReconcilerFunc) Reconcile(ctx context.Context, key string) error { return f(ctx, key) }
+
+// Defaults for NewImpl's options.
+const (
+	// DefaultMaxRetries is how many times a key whose Reconcile keeps
+	// failing is retried before Impl drops it with an error log. With the
+	// default rate limiter (5ms doubling per failure) the fifteenth retry
+	// comes about 80 seconds after the first failure, long enough to ride
+	// out an API server restart; the next informer event enqueues the key
+	// afresh.
+	DefaultMaxRetries = 15
+	// DefaultDrainTimeout is how long Run lets in-flight reconciles finish
+	// after its context ends before it cancels their context.
+	DefaultDrainTimeout = 30 * time.Second
+)
+
+// Option changes a default of NewImpl.
+type Option func(*options)
+
+type options struct {
+	rateLimiter  workqueue.TypedRateLimiter[string]
+	maxRetries   int
+	drainTimeout time.Duration
+}
+
+// WithRateLimiter replaces the retry rate limiter. The default is
+// workqueue.DefaultTypedControllerRateLimiter: per-key exponential backoff
+// from 5ms to 1000s, and 10 retries per second (burst 100) over all keys.
+// A rate limiter keeps per-key state: give each Impl its own.
+func WithRateLimiter(rl workqueue.TypedRateLimiter[string]) Option {
+	return func(o *options) { o.rateLimiter = rl }
+}
+
+// WithMaxRetries caps how many times a failing key is retried before it is
+// dropped (default DefaultMaxRetries). Zero means never retry; a negative
+// value is treated as zero.
+func WithMaxRetries(n int) Option {
+	return func(o *options) { o.maxRetries = max(n, 0) }
+}
+
+// WithDrainTimeout sets how long in-flight reconciles may run after Run's
+// context ends before their own context is cancelled (default
+// DefaultDrainTimeout). Run waits for them to return either way.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(o *options) { o.drainTimeout = d }
+}
+
+// Impl runs a Reconciler over a rate-limited work queue of keys. Build it
+// with NewImpl, wire informer event handlers to its Enqueue methods, then
+// call Run once.
+//
+// Neither NewImpl nor the Enqueue methods start goroutines: keys enqueued
+// before Run are held and handed to the queue when Run starts, and Run owns
+// every goroutine it starts, all of which have ended when it returns. Keys
+// enqueued after Run returned are dropped.
+type Impl struct {
+	name       string
+	reconciler Reconciler
+	logger     *zap.Logger
+	opts       options
+
+	mu sync.Mutex
+	// Before Run: keys in the order first enqueued, and when each is due.
+	pendingOrder []string
+	pending      map[string]time.Time
+	queue        workqueue.TypedRateLimitingInterface[string]
+
+	leaderMu sync.Mutex
+	leader   atomic.Bool
+}
+
+// NewImpl returns an Impl that feeds keys to r. name identifies the
+// controller in logs and queue metrics; every log line the Impl writes, and
+// the logger it gives Reconcile, carry it as the "controller" field. A nil
+// logger logs nothing. NewImpl panics when r is nil.
+func NewImpl(r Reconciler, logger *zap.Logger, name string, opts ...Option) *Impl {
+	if r == nil {
+		panic("controller.NewImpl: nil Reconciler for " + name)
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	o := options{maxRetries: DefaultMaxRetries, drainTimeout: DefaultDrainTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.rateLimiter == nil {
+		o.rateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	}
+	return &Impl{
+		name:       name,
+		reconciler: r,
+		logger:     logger.With(zap.String("controller", name)),
+		opts:       o,
+		pending:    map[string]time.Time{},
+	}
+}
+
+// Name returns the name given to NewImpl.
+func (i *Impl) Name() string { return i.name }
+
+// Run starts workers goroutines that reconcile keys from the queue and
+// blocks until ctx ends. Then it stops handing out keys (keys still queued
+// are dropped: the next process lists them again), waits for in-flight
+// reconciles to return and returns. Those reconciles keep a live context for
+// the drain timeout (WithDrainTimeout); if any outlives it, its context is
+// cancelled and Run, after it returns, reports an error.
+//
+// Run returns an error without doing anything when workers is below 1 or
+// when Run was already called.
+func (i *Impl) Run(ctx context.Context, workers int) error {
+	if workers < 1 {
+		return fmt.Errorf("controller %s: workers must be at least 1, got %d", i.name, workers)
+	}
+	q, err := i.startQueue()
+	if err != nil {
+		return err
+	}
+
+	// Reconciles get a context that outlives ctx, so the drain can let
+	// them finish their writes instead of failing them half-way.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { i.work(ctx, workCtx, q) })
+	}
+	i.logger.Info("controller started", zap.Int("workers", workers))
+
+	<-ctx.Done()
+	i.logger.Info("controller stopping; draining in-flight reconciles")
+	q.ShutDown()
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(i.opts.drainTimeout, func() {
+		timedOut.Store(true)
+		cancelWork()
+	})
+	wg.Wait()
+	timer.Stop()
+	if timedOut.Load() {
+		return fmt.Errorf("controller %s: in-flight reconciles outlived the drain timeout of %s and were cancelled", i.name, i.opts.drainTimeout)
+	}
+	i.logger.Info("controller stopped")
+	return nil
+}
+
+// startQueue builds the queue (whose delaying loop is a goroutine, which is
+// why it waits for Run) and moves the keys enqueued so far into it.
+func (i *Impl) startQueue() (workqueue.TypedRateLimitingInterface[string], error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.queue != nil {
+		return nil, fmt.Errorf("controller %s: Run called more than once", i.name)
+	}
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(i.opts.rateLimiter,
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: i.name})
+	now := time.Now()
+	for _, key := range i.pendingOrder {
+		if d := i.pending[key].Sub(now); d > 0 {
+			q.AddAfter(key, d)
+		} else {
+			q.Add(key)
+		}
+	}
+	i.pending, i.pendingOrder = nil, nil
+	i.queue = q
+	return q, nil
+}
+
+func (i *Impl) work(ctx, workCtx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
+	for {
+		key, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		if ctx.Err() != nil {
+			// Stopping: take no new work. The queue still hands out what
+			// it holds after ShutDown, so this check is what ends the loop.
+			q.Done(key)
+			return
+		}
+		i.process(workCtx, q, key)
+	}
+}
+
+func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], key string) {
+	defer q.Done(key)
+	logger := i.logger.With(zap.String("key", key), zap.String("reconcileID", newReconcileID()))
+	start := time.Now()
+	err := i.reconciler.Reconcile(logging.WithLogger(ctx, logger), key)
+	took := zap.Duration("duration", time.Since(start))
+
+	if err == nil {
+		q.Forget(key)
+		logger.Debug("reconcile succeeded", took)
+		return
+	}
+	if IsPermanentError(err) {
+		q.Forget(key)
+		logger.Error("reconcile failed permanently; not retrying", took, zap.Error(err))
+		return
+	}
+	if after, ok := IsRequeueAfter(err); ok {
+		q.Forget(key)
+		q.AddAfter(key, after)
+		logger.Debug("reconcile requeued", took, zap.Duration("after", after))
+		return
+	}
+	if retries := q.NumRequeues(key); retries >= i.opts.maxRetries {
+		q.Forget(key)
+		logger.Error("reconcile failed; dropping key after retries", took, zap.Int("retries", retries), zap.Error(err))
+		return
+	}
+	q.AddRateLimited(key)
+	logger.Warn("reconcile failed; will retry", took, zap.Int("retry", q.NumRequeues(key)), zap.Error(err))
+}
+
+// newReconcileID returns 8 random hex digits: short enough to read in a log
+// line, random enough to tell attempts apart.
+func newReconcileID() string {
+	var b [4]byte
+	v := rand.Uint32()
+	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+	return hex.EncodeToString(b[:])
+}
