@@ -1,0 +1,119 @@
+package injection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/bindkit/bindkit/controller/logging"
+	"github.com/bindkit/bindkit/duck"
+)
+
+// Clients are what NewWithClients puts in a context. New builds them from
+// one rest.Config; a test passes fakes (see package injectiontest).
+type Clients struct {
+	// Config is what the clients were built from. Optional: when nil,
+	// Config(ctx) panics and TryConfig reports false.
+	Config *rest.Config
+	// Kube is the clientset for built-in kinds. Required.
+	Kube kubernetes.Interface
+	// Dynamic reads and writes any resource, custom ones included. Required.
+	Dynamic dynamic.Interface
+	// RESTMapper turns kinds into resources. When nil, a duck.RESTMapper
+	// over Kube's discovery client is used.
+	RESTMapper meta.RESTMapper
+}
+
+// Option changes how New and NewWithClients build the informers.
+type Option func(*options)
+
+type options struct {
+	resync      time.Duration
+	shapes      duck.Shapes
+	kubeOptions []informers.SharedInformerOption
+	logger      *zap.Logger
+}
+
+// WithResyncPeriod sets the resync period of every informer the set builds:
+// the kube factory's, the typed and the duck ones. The default, 0, turns
+// resync off; controllers are expected to requeue what they need to.
+func WithResyncPeriod(d time.Duration) Option {
+	return func(o *options) { o.resync = d }
+}
+
+// WithShapes tells the duck informer factory where custom kinds keep their
+// pod template. The default, the zero duck.Shapes, knows the built-ins.
+func WithShapes(shapes duck.Shapes) Option {
+	return func(o *options) { o.shapes = shapes }
+}
+
+// WithKubeInformerOptions passes options to client-go's shared informer
+// factory, e.g. informers.WithNamespace to watch one namespace only.
+func WithKubeInformerOptions(opts ...informers.SharedInformerOption) Option {
+	return func(o *options) { o.kubeOptions = append(o.kubeOptions, opts...) }
+}
+
+// New builds the kube, dynamic and discovery clients from cfg, a RESTMapper
+// over discovery, and an InformerSet over the clients, and returns a copy of
+// ctx that carries all of them (read them back with Config, KubeClient,
+// DynamicClient, RESTMapper, Informers, KubeInformerFactory and
+// DuckInformerFactory). Nothing is started and the server is not contacted.
+//
+// The informers live at most as long as ctx: when ctx ends, or on
+// InformerSet.Shutdown, they stop. The logger in ctx (controller/logging)
+// hears of objects the informers skip because they do not convert.
+//
+// The intended order, for sharedmain as for a test:
+//
+//	ctx, set, err := injection.New(ctx, cfg)
+//	impl := NewController(ctx, cmw)   // requests informers, starts nothing
+//	set.Start(ctx)
+//	err = set.WaitForCacheSync(ctx)   // bounded by ctx
+//	impl.Run(ctx)
+func New(ctx context.Context, cfg *rest.Config, opts ...Option) (context.Context, *InformerSet, error) {
+	if cfg == nil {
+		return nil, nil, errors.New("injection: nil rest config")
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("injection: kube client for %s: %w", cfg.Host, err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("injection: dynamic client for %s: %w", cfg.Host, err)
+	}
+	return NewWithClients(ctx, Clients{Config: cfg, Kube: kube, Dynamic: dyn}, opts...)
+}
+
+// NewWithClients is New for clients that already exist, such as fakes. It
+// fails only when Kube or Dynamic is nil.
+func NewWithClients(ctx context.Context, clients Clients, opts ...Option) (context.Context, *InformerSet, error) {
+	if clients.Kube == nil || clients.Dynamic == nil {
+		return nil, nil, errors.New("injection: Clients needs both Kube and Dynamic")
+	}
+	o := &options{logger: logging.FromContext(ctx)}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if clients.RESTMapper == nil {
+		clients.RESTMapper = duck.NewRESTMapper(clients.Kube.Discovery())
+	}
+	set := newInformerSet(ctx, clients, o)
+	if clients.Config != nil {
+		ctx = WithConfig(ctx, clients.Config)
+	}
+	ctx = WithKubeClient(ctx, clients.Kube)
+	ctx = WithDynamicClient(ctx, clients.Dynamic)
+	ctx = WithRESTMapper(ctx, clients.RESTMapper)
+	ctx = WithDuckInformerFactory(ctx, set.DuckInformerFactory())
+	ctx = WithInformers(ctx, set)
+	return ctx, set, nil
+}
