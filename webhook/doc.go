@@ -1,0 +1,31 @@
+// Package webhook is bindkit's HTTPS admission webhook server.
+//
+// A Server routes AdmissionReviews to AdmissionControllers by URL path. It
+// owns everything around the decision: it accepts admission.k8s.io/v1 and
+// v1beta1 reviews as application/json, bounds the body
+// (Options.MaxRequestBodyBytes, 413 beyond it), rejects malformed input with
+// a 4xx that says what was wrong, echoes the request UID, recovers from a
+// controller's panic (500, logged with its stack; the server keeps serving),
+// and passes the request's deadline and dry-run flag (IsDryRun) in the
+// context. Allowed, Denied, Errored and PatchResponse build the decision.
+//
+// The serving certificate is read from a Secret through a SecretGetter (a
+// client-go lister) on each TLS handshake and parsed once per
+// resourceVersion, so a certificate rotated by package certificates is
+// served without a restart. TLS 1.3 is the default minimum and HTTP/2 is off
+// unless enabled.
+//
+// /healthz answers 200 while the process serves. /readyz answers 200 only
+// when every controller that implements Syncer has synced, a valid
+// certificate is available, and the server is not shutting down. An
+// admission that arrives before its controller has synced waits for it, up
+// to Options.ReadinessTimeout, then fails with 503 so the kube-apiserver
+// applies the webhook's failurePolicy.
+//
+// When Serve's context ends the server turns unready, keeps serving for
+// Options.GracePeriod while callers move away, then drains requests in
+// flight and returns.
+//
+// Requests are logged at debug level with kind, namespace, name, operation
+// and latency; objects and keys are never logged.
+package webhook

@@ -1,0 +1,200 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Probe paths served next to the admission controllers.
+const (
+	HealthzPath = "/healthz"
+	ReadyzPath  = "/readyz"
+)
+
+// maxDrain bounds Shutdown: the kube-apiserver gives a webhook call at most
+// 30 seconds, so no admission in flight can legitimately take longer.
+const maxDrain = 30 * time.Second
+
+// Server is the HTTPS admission webhook. Create it with New; Run or Serve it
+// once.
+type Server struct {
+	opts     Options
+	logger   *zap.Logger
+	routes   map[string]*route
+	certs    *certSource
+	draining atomic.Bool
+}
+
+// New returns a Server that routes each controller by its Path and serves
+// the certificate in the Secret opts.SecretName found through secrets. It
+// fails on invalid options, a missing SecretGetter, a nil controller, a path
+// not starting with "/", a path used twice or a probe path. It starts no
+// goroutine and opens no port.
+func New(opts Options, secrets SecretGetter, controllers ...AdmissionController) (*Server, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if secrets == nil {
+		return nil, errors.New("webhook: no SecretGetter for the serving certificate")
+	}
+	s := &Server{
+		opts:   opts,
+		logger: opts.Logger,
+		routes: make(map[string]*route, len(controllers)),
+		certs: &certSource{
+			secrets: secrets,
+			name:    opts.SecretName,
+			certKey: opts.Keys.ServerCert,
+			keyKey:  opts.Keys.ServerKey,
+			now:     time.Now,
+			logger:  opts.Logger,
+		},
+	}
+	for i, c := range controllers {
+		if c == nil {
+			return nil, fmt.Errorf("webhook: admission controller %d is nil", i)
+		}
+		path := c.Path()
+		switch {
+		case !strings.HasPrefix(path, "/"):
+			return nil, fmt.Errorf("webhook: admission controller %T: path %q does not start with /", c, path)
+		case path == HealthzPath || path == ReadyzPath:
+			return nil, fmt.Errorf("webhook: admission controller %T: path %s is reserved for probes", c, path)
+		case s.routes[path] != nil:
+			return nil, fmt.Errorf("webhook: admission controllers %T and %T both serve path %s", s.routes[path].ctrl, c, path)
+		}
+		rt := &route{ctrl: c}
+		rt.syncer, _ = c.(Syncer)
+		s.routes[path] = rt
+	}
+	return s, nil
+}
+
+// ServeHTTP routes admission paths and the probes. It is the handler Serve
+// runs behind TLS; tests and benchmarks may call it directly.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch path := r.URL.Path; path {
+	case HealthzPath:
+		w.Write([]byte("ok"))
+	case ReadyzPath:
+		if err := s.ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	default:
+		rt := s.routes[path]
+		if rt == nil {
+			http.Error(w, fmt.Sprintf("no admission controller at path %s", path), http.StatusNotFound)
+			return
+		}
+		s.serveAdmission(w, r, rt)
+	}
+}
+
+// ready reports why the server should not receive traffic, or nil.
+func (s *Server) ready() error {
+	if s.draining.Load() {
+		return errors.New("shutting down")
+	}
+	for path, rt := range s.routes {
+		if !rt.hasSynced() {
+			return fmt.Errorf("admission controller %s: informers have not synced", path)
+		}
+	}
+	if _, err := s.certs.get(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// TLSConfig returns the TLS configuration Serve uses: the minimum version
+// from Options and the certificate read from the Secret on each handshake.
+func (s *Server) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:     s.opts.TLSMinVersion,
+		GetCertificate: s.certs.getCertificate,
+	}
+}
+
+// Run listens on Options.Address and Options.Port and calls Serve.
+func (s *Server) Run(ctx context.Context) error {
+	addr := net.JoinHostPort(s.opts.Address, strconv.Itoa(s.opts.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("webhook: listen on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves HTTPS on ln until ctx ends, then shuts down: /readyz fails at
+// once, the server keeps answering for Options.GracePeriod so callers notice,
+// then it stops accepting, waits for requests in flight (at most 30 seconds)
+// and returns nil. ln is closed on return. An error means serving failed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Handshake failures land in the server's error log; they are worth a
+	// warning, not a crash. NewStdLogAt fails only for an invalid level.
+	errorLog, _ := zap.NewStdLogAt(s.logger.Named("http"), zapcore.WarnLevel)
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(s.opts.EnableHTTP2)
+	srv := &http.Server{
+		Handler:           s,
+		TLSConfig:         s.TLSConfig(),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		ErrorLog:          errorLog,
+		BaseContext: func(net.Listener) context.Context {
+			// Requests outlive ctx during the grace period and the drain.
+			return context.WithoutCancel(ctx)
+		},
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	s.draining.Store(true)
+	// Closing each connection after its current request moves clients that
+	// reuse connections to another replica during the grace period.
+	srv.SetKeepAlivesEnabled(false)
+	s.logger.Info("webhook shutting down", zap.Duration("gracePeriod", s.opts.GracePeriod))
+	if s.opts.GracePeriod > 0 {
+		grace := time.NewTimer(s.opts.GracePeriod)
+		select {
+		case err := <-served:
+			grace.Stop()
+			return fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), err)
+		case <-grace.C:
+		}
+	}
+
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxDrain)
+	defer cancel()
+	err := srv.Shutdown(drainCtx)
+	if err != nil {
+		srv.Close()
+		err = fmt.Errorf("webhook: drain: %w", err)
+	}
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), serr)
+	}
+	return err
+}
