@@ -142,6 +142,11 @@ func NewImpl(r Reconciler, logger *zap.Logger, name string, opts ...Option) *Imp
 // Name returns the name given to NewImpl.
 func (i *Impl) Name() string { return i.name }
 
+// Reconciler returns the Reconciler given to NewImpl, so that a process can
+// find the roles it plays besides reconciling (an admission controller for
+// its webhook server, say) from the Impl its constructor returned.
+func (i *Impl) Reconciler() Reconciler { return i.reconciler }
+
 // Run starts workers goroutines that reconcile keys from the queue and
 // blocks until ctx ends. Then it stops handing out keys (keys still queued
 // are dropped: the next process lists them again), waits for in-flight
