@@ -183,3 +183,10 @@ func TryInformers(ctx context.Context) (*InformerSet, bool) {
 func KubeInformerFactory(ctx context.Context) informers.SharedInformerFactory {
 	return mustLookup[*InformerSet](ctx, informerSetKey{}, "informer set (for the kube informer factory)", "WithInformers").kube
 }
+
+// NamespacedKubeInformerFactory returns the set's informer factory scoped
+// to namespace (see InformerSet.NamespacedKubeInformerFactory). It panics
+// when ctx carries no informer set.
+func NamespacedKubeInformerFactory(ctx context.Context, namespace string) informers.SharedInformerFactory {
+	return mustLookup[*InformerSet](ctx, informerSetKey{}, "informer set (for a namespaced kube informer factory)", "WithInformers").NamespacedKubeInformerFactory(namespace)
+}

@@ -3,6 +3,7 @@ package injection
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ import (
 // concurrent use.
 type InformerSet struct {
 	kube    informers.SharedInformerFactory
+	kubeOf  func(namespace string) informers.SharedInformerFactory
 	duck    *duck.CachedInformerFactory
 	dynamic dynamic.Interface
 	resync  time.Duration
@@ -45,6 +47,7 @@ type InformerSet struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
+	byNS     map[string]informers.SharedInformerFactory
 	typed    map[typedKey]*typedEntry
 	order    []typedKey // request order, so Start and errors are deterministic
 	shutdown bool
@@ -74,6 +77,11 @@ func newInformerSet(ctx context.Context, clients Clients, o *options) *InformerS
 		life:    life,
 		cancel:  cancel,
 		typed:   map[typedKey]*typedEntry{},
+		byNS:    map[string]informers.SharedInformerFactory{},
+	}
+	s.kubeOf = func(namespace string) informers.SharedInformerFactory {
+		opts := append(slices.Clone(o.kubeOptions), informers.WithNamespace(namespace))
+		return informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.resync, opts...)
 	}
 	s.duck = &duck.CachedInformerFactory{
 		Delegate: &duck.TypedInformerFactory{
@@ -99,6 +107,32 @@ func (s *InformerSet) logConversionError(u *unstructured.Unstructured, err error
 // KubeInformerFactory returns the set's client-go shared informer factory;
 // the package-level KubeInformerFactory(ctx) returns the same.
 func (s *InformerSet) KubeInformerFactory() informers.SharedInformerFactory { return s.kube }
+
+// NamespacedKubeInformerFactory returns a client-go shared informer factory
+// whose informers watch only namespace, created on first request and run
+// with the set's others. It serves what a process reads in its own
+// namespace (its certificates Secret, say) with RBAC for that namespace
+// alone.
+func (s *InformerSet) NamespacedKubeInformerFactory(namespace string) informers.SharedInformerFactory {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.byNS[namespace]
+	if !ok {
+		f = s.kubeOf(namespace)
+		s.byNS[namespace] = f
+	}
+	return f
+}
+
+// kubeFactories returns the cluster-wide factory and the namespaced ones.
+// The caller holds s.mu.
+func (s *InformerSet) kubeFactories() []informers.SharedInformerFactory {
+	out := []informers.SharedInformerFactory{s.kube}
+	for _, ns := range slices.Sorted(maps.Keys(s.byNS)) {
+		out = append(out, s.byNS[ns])
+	}
+	return out
+}
 
 // DuckInformerFactory returns the set's duck informer factory, whose
 // informers stop with the set.
@@ -136,7 +170,9 @@ func (s *InformerSet) Start(ctx context.Context) {
 		cancel()
 		return
 	}
-	s.kube.StartWithContext(runCtx)
+	for _, f := range s.kubeFactories() {
+		f.StartWithContext(runCtx)
+	}
 	for _, key := range s.order {
 		e := s.typed[key]
 		if e.started {
@@ -163,17 +199,20 @@ func (s *InformerSet) WaitForCacheSync(ctx context.Context) error {
 			typed = append(typed, pending{name: key.gvr.String(), informer: e.informer})
 		}
 	}
+	factories := s.kubeFactories()
 	s.mu.Unlock()
 
 	var unsynced []string
 	var cause error
-	if res := s.kube.WaitForCacheSyncWithContext(ctx); res.Err != nil {
-		for typ, synced := range res.Synced {
-			if !synced {
-				unsynced = append(unsynced, typ.String())
+	for _, f := range factories {
+		if res := f.WaitForCacheSyncWithContext(ctx); res.Err != nil {
+			for typ, synced := range res.Synced {
+				if !synced {
+					unsynced = append(unsynced, typ.String())
+				}
 			}
+			cause = res.Err
 		}
-		cause = res.Err
 	}
 	for _, p := range typed {
 		select {
@@ -199,8 +238,11 @@ func (s *InformerSet) Shutdown() {
 	s.cancel()
 	s.mu.Lock()
 	s.shutdown = true
+	factories := s.kubeFactories()
 	s.mu.Unlock()
-	s.kube.Shutdown()
+	for _, f := range factories {
+		f.Shutdown()
+	}
 	s.wg.Wait()
 }
 
