@@ -1,0 +1,196 @@
+package psbinding
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// decision is what a test asserts of an AdmissionResponse.
+type decision struct {
+	Allowed bool
+	Code    int32
+	Message string
+	Patch   string
+}
+
+func decide(resp *admissionv1.AdmissionResponse) decision {
+	d := decision{Allowed: resp.Allowed, Patch: string(resp.Patch)}
+	if resp.Result != nil {
+		d.Code, d.Message = resp.Result.Code, resp.Result.Message
+	}
+	return d
+}
+
+func deploymentJSON(t *testing.T, ns, name string, labels map[string]string, env ...corev1.EnvVar) []byte {
+	t.Helper()
+	d := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "app", Env: env}},
+		}}},
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func deploymentRequest(op admissionv1.Operation, ns, name string, raw []byte) *admissionv1.AdmissionRequest {
+	return &admissionv1.AdmissionRequest{
+		UID:       "uid",
+		Kind:      metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
+		Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
+		Namespace: ns,
+		Name:      name,
+		Operation: op,
+		Object:    runtime.RawExtension{Raw: raw},
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	now := metav1.Now()
+	exact := newEnvBinding("ns", "exact", deploymentRef("", "web", nil), "EXACT", "1")
+	selector := newEnvBinding("ns", "selector", deploymentRef("ns", "", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}), "SELECTED", "2")
+	deleting := newEnvBinding("ns", "deleting", deploymentRef("ns", "old", nil), "OLD", "3")
+	deleting.DeletionTimestamp = &now
+	failing := newEnvBinding("ns", "failing", deploymentRef("ns", "broken", nil), "X", "4")
+	bindings := []Bindable{exact, selector, deleting, failing}
+
+	webLabels := map[string]string{"app": "web"}
+	tests := []struct {
+		name string
+		req  func(t *testing.T) *admissionv1.AdmissionRequest
+		want decision
+	}{{
+		name: "create of an exact and selector subject gets both, in name order",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "web", deploymentJSON(t, "ns", "web", webLabels))
+		},
+		want: decision{Allowed: true, Patch: `[{"op":"add","path":"/spec/template/spec/containers/0/env","value":[{"name":"EXACT","value":"1"},{"name":"SELECTED","value":"2"}]}]`},
+	}, {
+		name: "generated name: the name comes from the object, selector still matches",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "", deploymentJSON(t, "ns", "", webLabels))
+		},
+		want: decision{Allowed: true, Patch: `[{"op":"add","path":"/spec/template/spec/containers/0/env","value":[{"name":"SELECTED","value":"2"}]}]`},
+	}, {
+		name: "update that is already bound needs no patch",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Update, "ns", "web", deploymentJSON(t, "ns", "web", webLabels,
+				corev1.EnvVar{Name: "EXACT", Value: "1"}, corev1.EnvVar{Name: "SELECTED", Value: "2"}))
+		},
+		want: decision{Allowed: true},
+	}, {
+		name: "a deleting binding undoes",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Update, "ns", "old", deploymentJSON(t, "ns", "old", nil, corev1.EnvVar{Name: "OLD", Value: "3"}))
+		},
+		want: decision{Allowed: true, Patch: `[{"op":"remove","path":"/spec/template/spec/containers/0/env"}]`},
+	}, {
+		name: "no binding in the namespace: allowed without decoding the object",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "elsewhere", "web", []byte("not JSON"))
+		},
+		want: decision{Allowed: true},
+	}, {
+		name: "delete is let through",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Delete, "ns", "web", nil)
+		},
+		want: decision{Allowed: true},
+	}, {
+		name: "subresource is let through untouched",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			req := deploymentRequest(admissionv1.Update, "ns", "web", []byte(`{"kind":"Scale"}`))
+			req.SubResource = "scale"
+			return req
+		},
+		want: decision{Allowed: true},
+	}, {
+		name: "the webhook's own namespace is never mutated",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "bindkit-system", "web", deploymentJSON(t, "bindkit-system", "web", webLabels))
+		},
+		want: decision{Allowed: true},
+	}, {
+		name: "malformed object in scope is a clear 400",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":`))
+		},
+		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: unexpected EOF"},
+	}, {
+		name: "an object that is not a JSON object is a clear 400",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`["web"]`))
+		},
+		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: object is [, not a JSON object"},
+	}, {
+		name: "a BindableContext error denies and names the binding",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "broken", deploymentJSON(t, "ns", "broken", nil))
+		},
+		want: decision{Code: 403, Message: "binding ns/failing: secret missing"},
+	}}
+
+	a := &admitter{
+		excludedNamespace: "bindkit-system",
+		withContext: func(ctx context.Context, b Bindable) (context.Context, error) {
+			if b.GetName() == "failing" {
+				return nil, errors.New("secret missing")
+			}
+			return ctx, nil
+		},
+	}
+	if errs := a.setIndex(bindings); len(errs) > 0 {
+		t.Fatalf("setIndex: %v", errs)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := decide(a.admit(context.Background(), tc.req(t)))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("admit (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAdmitBeforeFirstIndexIsUnavailable(t *testing.T) {
+	var a admitter
+	got := decide(a.admit(context.Background(), deploymentRequest(admissionv1.Create, "ns", "web", []byte("{}"))))
+	want := decision{Code: 503, Message: "bindings not listed yet"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("admit before setIndex (-want +got):\n%s", diff)
+	}
+}
+
+// TestAdmitSamePatchInAnyListOrder keeps the webhook from fighting the
+// reconciler: two Bindings on one subject give one patch whatever order
+// they are listed in.
+func TestAdmitSamePatchInAnyListOrder(t *testing.T) {
+	one := newEnvBinding("ns", "one", deploymentRef("ns", "web", nil), "SHARED", "from-one")
+	two := newEnvBinding("ns", "two", deploymentRef("ns", "web", nil), "SHARED", "from-two")
+	raw := deploymentJSON(t, "ns", "web", nil)
+	var patches []string
+	for _, order := range [][]Bindable{{one, two}, {two, one}} {
+		var a admitter
+		a.setIndex(order)
+		patches = append(patches, string(a.admit(context.Background(), deploymentRequest(admissionv1.Create, "ns", "web", raw)).Patch))
+	}
+	if patches[0] != patches[1] {
+		t.Errorf("patch depends on list order:\n%s\n%s", patches[0], patches[1])
+	}
+	if want := `[{"op":"add","path":"/spec/template/spec/containers/0/env","value":[{"name":"SHARED","value":"from-two"}]}]`; patches[0] != want {
+		t.Errorf("patch = %s, want %s", patches[0], want)
+	}
+}

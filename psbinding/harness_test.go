@@ -1,0 +1,217 @@
+package psbinding
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/bindkit/bindkit/certificates"
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/tracker"
+	"github.com/bindkit/bindkit/webhook"
+)
+
+// harness runs the whole EnvBinding machinery against the real
+// kube-apiserver: the certificates reconciler, the webhook server on
+// 127.0.0.1, the admission controller that programs a URL-config
+// MutatingWebhookConfiguration scoped to the test's namespace, and the
+// BaseReconciler with its tracker and duck informers.
+type harness struct {
+	ns      string // where the Bindings and their subjects live
+	system  string // the webhook's namespace
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	ac      *AdmissionController
+	webhook string // the MutatingWebhookConfiguration's name
+}
+
+const certSecret = "webhook-certs"
+
+func startHarness(t *testing.T) *harness {
+	t.Helper()
+	env := controlPlane.Env(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
+	h := &harness{
+		kube: kubernetes.NewForConfigOrDie(env.Config),
+		dyn:  dynamic.NewForConfigOrDie(env.Config),
+	}
+	h.system = createTestNamespace(t, h.kube, "bindkit-system-")
+	h.ns = createTestNamespace(t, h.kube, "subjects-")
+	h.webhook = "envbindings-" + h.ns
+	mapper := duck.NewRESTMapper(discovery.NewDiscoveryClientForConfigOrDie(env.Config))
+
+	certs, err := certificates.NewReconciler(h.kube, certificates.Options{
+		SecretName: certSecret, Namespace: h.system, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := certs.Reconcile(ctx, certs.Key()); err != nil {
+		t.Fatalf("certificates: %v", err)
+	}
+
+	stop := make(chan struct{})
+	kubeInformers := informers.NewSharedInformerFactoryWithOptions(h.kube, 0, informers.WithNamespace(h.system))
+	secrets := kubeInformers.Core().V1().Secrets()
+	bindingInformers := dynamicinformer.NewFilteredDynamicSharedInformerFactory(h.dyn, 0, h.ns, nil)
+	bindings := bindingInformers.ForResource(envBindingsGVR)
+
+	listAll := func() ([]Bindable, error) {
+		objs, err := bindings.Lister().List(labels.Everything())
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Bindable, 0, len(objs))
+		for _, o := range objs {
+			b, err := toEnvBinding(o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b)
+		}
+		return out, nil
+	}
+	get := func(ns, name string) (Bindable, error) {
+		obj, err := bindings.Lister().ByNamespace(ns).Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return toEnvBinding(obj)
+	}
+
+	var reconcilerImpl *controller.Impl
+	trk := tracker.New(func(o tracker.Observer) { reconcilerImpl.EnqueueNamespacedName(o.NamespacedName) }, time.Hour)
+	factory := &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.EnqueueInformerFactory{
+		Delegate:     &duck.TypedInformerFactory{Client: h.dyn},
+		EventHandler: SubjectEventHandler(trk, func(err error) { t.Errorf("tracker: %v", err) }),
+	}}
+	r := &BaseReconciler{
+		GVR: envBindingsGVR, Get: get, DynamicClient: h.dyn, Factory: factory, Mapper: mapper, Tracker: trk,
+		Recorder: controller.NewEventRecorder(ctx, h.kube, nil, "envbindings"),
+	}
+	reconcilerImpl = controller.NewImpl(r, logger, "envbindings")
+	h.ac, err = NewAdmissionController(AdmissionConfig{
+		ConfigurationName: h.webhook, WebhookName: "envbindings.test.bindkit.dev", Path: "/envbindings",
+		ListAll: listAll, KubeClient: h.kube, Mapper: mapper,
+		SecretLister: secrets.Lister(), SecretName: certSecret, SystemNamespace: h.system, Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acImpl := controller.NewImpl(h.ac, logger, "envbindings-webhook")
+	bindings.Informer().AddEventHandler(controller.HandleAll(func(obj any) {
+		reconcilerImpl.Enqueue(obj)
+		acImpl.EnqueueKey(h.ac.Key())
+	}))
+	secrets.Informer().AddEventHandler(controller.HandleAll(func(any) { acImpl.EnqueueKey(h.ac.Key()) }))
+	kubeInformers.Start(stop)
+	bindingInformers.Start(stop)
+	kubeInformers.WaitForCacheSync(stop)
+	bindingInformers.WaitForCacheSync(stop)
+
+	server, err := webhook.New(webhook.Options{SecretName: certSecret, GracePeriod: -1, Logger: logger}, secrets.Lister().Secrets(h.system), h.ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.installWebhookConfiguration(t, "https://"+ln.Addr().String())
+
+	reconcilerImpl.Promote()
+	acImpl.Promote()
+	var wg sync.WaitGroup
+	wg.Go(func() { server.Serve(ctx, ln) })
+	wg.Go(func() { reconcilerImpl.Run(ctx, 2) })
+	wg.Go(func() { acImpl.Run(ctx, 1) })
+	t.Cleanup(func() {
+		// The configuration goes first: with failurePolicy Fail, a stopped
+		// server would block every later create in the namespace.
+		h.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), h.webhook, metav1.DeleteOptions{})
+		cancel()
+		close(stop)
+		wg.Wait()
+	})
+	return h
+}
+
+// installWebhookConfiguration creates what config/ installs in a cluster: a
+// configuration with one webhook, its client config and failure policy,
+// here scoped to the test's namespace.
+func (h *harness) installWebhookConfiguration(t *testing.T, url string) {
+	t.Helper()
+	_, err := h.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: h.webhook},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "envbindings.test.bindkit.dev",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: h.ns}},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("install MutatingWebhookConfiguration: %v", err)
+	}
+}
+
+func toEnvBinding(obj runtime.Object) (*envBinding, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("lister holds %T", obj)
+	}
+	b := &envBinding{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, b); err != nil {
+		return nil, fmt.Errorf("envbinding %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return b, nil
+}
+
+func createTestNamespace(t *testing.T, kube kubernetes.Interface, prefix string) string {
+	t.Helper()
+	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// eventually polls cond every 100ms for up to 30s; cond returns a
+// description of what it still waits for, or "" when satisfied.
+func eventually(t *testing.T, what string, cond func() (string, error)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		last, err = cond()
+		return last == "" && err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v (last: %s)", what, err, last)
+	}
+}

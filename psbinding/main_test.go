@@ -1,0 +1,11 @@
+package psbinding
+
+import (
+	"testing"
+
+	"github.com/bindkit/bindkit/internal/testenv"
+)
+
+var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{"testdata/crds.yaml"}}}
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }

@@ -1,0 +1,171 @@
+package psbinding
+
+import (
+	"cmp"
+	"fmt"
+	"net/url"
+	"slices"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Labels that opt namespaces and objects in or out of every Binding.
+const (
+	// ExcludeLabel set to "true" on a namespace or a subject keeps the
+	// webhook away from it, in either selector mode.
+	ExcludeLabel = "bindings.bindkit.dev/exclude"
+	// IncludeLabel set to "true" on a namespace opts it in, in inclusion
+	// mode.
+	IncludeLabel = "bindings.bindkit.dev/include"
+)
+
+// SelectorMode chooses which namespaces the webhook is called for.
+type SelectorMode int
+
+const (
+	// ExclusionMode, the default, covers every namespace but those labelled
+	// ExcludeLabel=true.
+	ExclusionMode SelectorMode = iota
+	// InclusionMode covers only namespaces labelled IncludeLabel=true; the
+	// reconciler labels a subject's namespace when a Binding names it.
+	InclusionMode
+)
+
+// webhookSpec is what the admission controller decides about its webhook.
+type webhookSpec struct {
+	webhookName     string // the webhook's name within the configuration
+	path            string // the handler path on the server
+	caBundle        []byte
+	mode            SelectorMode
+	systemNamespace string // always excluded: the webhook must not block its own start
+	// resources are the subject kinds' resources, as the RESTMapper names
+	// them.
+	resources []schema.GroupVersionResource
+}
+
+// desiredWebhookConfiguration returns a copy of current with the webhook
+// named spec.webhookName programmed for spec: one rule per API group over
+// the subjects' main resources (never a subresource), CREATE and UPDATE,
+// Equivalent matching, reinvocation if needed, the CA bundle and handler
+// path on whichever client config (Service or URL) is installed, and our
+// selector requirements merged into the installed selectors. The result
+// depends only on its inputs, never on their order, so reconciling twice
+// with nothing changed yields an equal object and no update.
+func desiredWebhookConfiguration(current *admissionregistrationv1.MutatingWebhookConfiguration, spec webhookSpec) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	desired := current.DeepCopy()
+	i := slices.IndexFunc(desired.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == spec.webhookName })
+	if i < 0 {
+		return nil, fmt.Errorf("MutatingWebhookConfiguration %s has no webhook named %q", current.Name, spec.webhookName)
+	}
+	wh := &desired.Webhooks[i]
+
+	if err := setClientConfig(&wh.ClientConfig, spec.path, spec.caBundle); err != nil {
+		return nil, fmt.Errorf("MutatingWebhookConfiguration %s: webhook %s: %w", current.Name, wh.Name, err)
+	}
+	wh.Rules = rulesFor(spec.resources)
+	equivalent := admissionregistrationv1.Equivalent
+	wh.MatchPolicy = &equivalent
+	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
+	wh.ReinvocationPolicy = &ifNeeded
+	none := admissionregistrationv1.SideEffectClassNone
+	wh.SideEffects = &none
+	wh.AdmissionReviewVersions = []string{"v1"}
+
+	nsRequirements := []metav1.LabelSelectorRequirement{
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{spec.systemNamespace}},
+	}
+	if spec.mode == InclusionMode {
+		nsRequirements = append(nsRequirements, metav1.LabelSelectorRequirement{Key: IncludeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}})
+	} else {
+		nsRequirements = append(nsRequirements, metav1.LabelSelectorRequirement{Key: ExcludeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}})
+	}
+	wh.NamespaceSelector = mergeSelector(wh.NamespaceSelector, nsRequirements, IncludeLabel, ExcludeLabel)
+	wh.ObjectSelector = mergeSelector(wh.ObjectSelector, []metav1.LabelSelectorRequirement{
+		{Key: ExcludeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+	}, ExcludeLabel)
+	return desired, nil
+}
+
+// setClientConfig points the installed client config, Service or URL, at
+// path and sets the CA bundle.
+func setClientConfig(cc *admissionregistrationv1.WebhookClientConfig, path string, caBundle []byte) error {
+	cc.CABundle = caBundle
+	switch {
+	case cc.Service != nil:
+		cc.Service.Path = &path
+	case cc.URL != nil:
+		u, err := url.Parse(*cc.URL)
+		if err != nil {
+			return fmt.Errorf("client config URL %q: %w", *cc.URL, err)
+		}
+		u.Path = path
+		s := u.String()
+		cc.URL = &s
+	default:
+		return fmt.Errorf("client config has neither a service nor a URL")
+	}
+	return nil
+}
+
+// rulesFor groups resources by API group into one rule each, sorted, with
+// every version matched: which version a request uses does not change
+// which Bindings apply, since the index keys on group and kind.
+func rulesFor(resources []schema.GroupVersionResource) []admissionregistrationv1.RuleWithOperations {
+	byGroup := map[string][]string{}
+	for _, r := range resources {
+		if !slices.Contains(byGroup[r.Group], r.Resource) {
+			byGroup[r.Group] = append(byGroup[r.Group], r.Resource)
+		}
+	}
+	groups := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	namespaced := admissionregistrationv1.NamespacedScope
+	rules := make([]admissionregistrationv1.RuleWithOperations, 0, len(groups))
+	for _, g := range groups {
+		names := byGroup[g]
+		slices.Sort(names)
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{g},
+				APIVersions: []string{"*"},
+				Resources:   names,
+				Scope:       &namespaced,
+			},
+		})
+	}
+	return rules
+}
+
+// mergeSelector returns installed with ours added. Installed requirements
+// on ownedKeys (the labels bindkit defines) are replaced, installed
+// requirements equal to one of ours are dropped as duplicates, the rest is
+// kept, and expressions are sorted so the result is stable.
+func mergeSelector(installed *metav1.LabelSelector, ours []metav1.LabelSelectorRequirement, ownedKeys ...string) *metav1.LabelSelector {
+	out := &metav1.LabelSelector{}
+	if installed != nil {
+		out = installed.DeepCopy()
+	}
+	out.MatchExpressions = slices.DeleteFunc(out.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+		return slices.Contains(ownedKeys, r.Key) || slices.ContainsFunc(ours, func(o metav1.LabelSelectorRequirement) bool {
+			return o.Key == r.Key && o.Operator == r.Operator && slices.Equal(o.Values, r.Values)
+		})
+	})
+	for _, k := range ownedKeys {
+		delete(out.MatchLabels, k)
+	}
+	if len(out.MatchLabels) == 0 {
+		out.MatchLabels = nil
+	}
+	out.MatchExpressions = append(out.MatchExpressions, ours...)
+	slices.SortStableFunc(out.MatchExpressions, func(a, b metav1.LabelSelectorRequirement) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(string(a.Operator), string(b.Operator)))
+	})
+	return out
+}
