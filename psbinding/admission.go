@@ -77,10 +77,12 @@ var (
 	_ webhook.Syncer              = (*AdmissionController)(nil)
 )
 
-// NewAdmissionController checks cfg and returns the controller. Run it on a
-// controller.Impl whose key is cfg.ConfigurationName (see Key), enqueued on
-// every change of a Binding and of the certificates Secret.
-func NewAdmissionController(cfg AdmissionConfig) (*AdmissionController, error) {
+// NewAdmissionReconciler checks cfg and returns the controller, for callers
+// that wire it by hand; NewAdmissionController does the wiring from a
+// context. Run it on a controller.Impl whose key is cfg.ConfigurationName
+// (see Key), enqueued on every change of a Binding and of the certificates
+// Secret.
+func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionController, error) {
 	cfg.WebhookName = cmp.Or(cfg.WebhookName, cfg.ConfigurationName)
 	cfg.CAKey = cmp.Or(cfg.CAKey, certificates.DefaultDataKeys().CACert)
 	if cfg.Logger == nil {

@@ -44,7 +44,7 @@ func newTestAdmissionController(t *testing.T, bindings []Bindable, caBundle []by
 	}, nil))
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bindkit-system", Name: "webhook-certs"},
 		Data: map[string][]byte{"ca-cert.pem": caBundle}}
-	ac, err := NewAdmissionController(AdmissionConfig{
+	ac, err := NewAdmissionReconciler(AdmissionConfig{
 		ConfigurationName: "bindings.bindkit.dev",
 		Path:              "/bindings",
 		ListAll:           func() ([]Bindable, error) { return bindings, nil },
@@ -141,7 +141,7 @@ func TestAdmissionControllerReconcileErrors(t *testing.T) {
 }
 
 func TestNewAdmissionControllerNamesMissingFields(t *testing.T) {
-	_, err := NewAdmissionController(AdmissionConfig{ConfigurationName: "cfg", Path: "/p"})
+	_, err := NewAdmissionReconciler(AdmissionConfig{ConfigurationName: "cfg", Path: "/p"})
 	want := `psbinding: admission controller "cfg": missing [KubeClient ListAll Mapper SecretLister SecretName SystemNamespace]`
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v\nwant %s", err, want)

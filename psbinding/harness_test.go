@@ -111,7 +111,7 @@ func startHarness(t *testing.T) *harness {
 		Recorder: controller.NewEventRecorder(ctx, h.kube, nil, "envbindings"),
 	}
 	reconcilerImpl = controller.NewImpl(r, logger, "envbindings")
-	h.ac, err = NewAdmissionController(AdmissionConfig{
+	h.ac, err = NewAdmissionReconciler(AdmissionConfig{
 		ConfigurationName: h.webhook, WebhookName: "envbindings.test.bindkit.dev", Path: "/envbindings",
 		ListAll: listAll, KubeClient: h.kube, Mapper: mapper,
 		SecretLister: secrets.Lister(), SecretName: certSecret, SystemNamespace: h.system, Logger: logger,

@@ -1,0 +1,99 @@
+package psbinding
+
+import (
+	"context"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/controller/logging"
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/webhook"
+)
+
+// AdmissionOption changes a default of NewAdmissionController.
+type AdmissionOption func(*AdmissionConfig)
+
+// WithSelectorMode chooses exclusion (the default) or inclusion of
+// namespaces.
+func WithSelectorMode(mode SelectorMode) AdmissionOption {
+	return func(c *AdmissionConfig) { c.SelectorMode = mode }
+}
+
+// WithSecretName names the certificates Secret in the system namespace.
+// Default: webhook.DefaultSecretName.
+func WithSecretName(name string) AdmissionOption {
+	return func(c *AdmissionConfig) { c.SecretName = name }
+}
+
+// WithWebhookName names the webhook within the configuration. Default: the
+// configuration's name.
+func WithWebhookName(name string) AdmissionOption {
+	return func(c *AdmissionConfig) { c.WebhookName = name }
+}
+
+// WithShapes tells the admission controller where the pod template of
+// custom subject kinds is.
+func WithShapes(shapes duck.Shapes) AdmissionOption {
+	return func(c *AdmissionConfig) { c.Shapes = shapes }
+}
+
+// NewAdmissionController returns the Impl that keeps the admission index
+// and the MutatingWebhookConfiguration name up to date; its Reconciler is
+// the *AdmissionController that a webhook server routes path to. It reads
+// the kube client, the RESTMapper, the system namespace and the informers
+// from ctx (see package injection), calls gla with the handler to add to
+// the Bindings' informer, and watches the certificates Secret in the system
+// namespace only. A context without them is a wiring mistake: it panics,
+// naming what is missing.
+func NewAdmissionController(ctx context.Context, name, path string, gla GetListAll, withContext BindableContext, opts ...AdmissionOption) *controller.Impl {
+	logger := logging.FromContext(ctx)
+	systemNamespace := injection.SystemNamespace(ctx)
+	secrets := injection.NamespacedKubeInformerFactory(ctx, systemNamespace).Core().V1().Secrets()
+	cfg := AdmissionConfig{
+		ConfigurationName: name,
+		Path:              path,
+		WithContext:       withContext,
+		KubeClient:        injection.KubeClient(ctx),
+		Mapper:            injection.RESTMapper(ctx),
+		SecretLister:      secrets.Lister(),
+		SecretName:        webhook.DefaultSecretName,
+		SystemNamespace:   systemNamespace,
+		Logger:            logger,
+	}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	var impl *controller.Impl
+	// Handlers run once informers start, after impl is set below.
+	reprogram := controller.HandleAll(func(any) { impl.EnqueueKey(name) })
+	cfg.ListAll = gla(ctx, reprogram)
+	ac, err := NewAdmissionReconciler(cfg)
+	if err != nil {
+		panic(err)
+	}
+	impl = controller.NewImpl(ac, logger, name)
+	secrets.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: controller.FilterWithName(cfg.SecretName),
+		Handler:    reprogram,
+	})
+	return impl
+}
+
+// PromoteAll returns a LeaderAwareFuncs.PromoteFunc that enqueues every
+// Binding listAll lists, so a new leader re-checks what a follower skipped.
+func PromoteAll(listAll ListAll, onError func(error)) func(enqueue func(key string)) {
+	return func(enqueue func(string)) {
+		bindings, err := listAll()
+		if err != nil {
+			if onError != nil {
+				onError(err)
+			}
+			return
+		}
+		for _, b := range bindings {
+			enqueue(b.GetNamespace() + "/" + b.GetName())
+		}
+	}
+}
