@@ -197,7 +197,12 @@ func TestRunLeaderElectedCampaignsAgainAfterLosingTheLease(t *testing.T) {
 		t.Error("Impl.IsLeader = true after losing the lease")
 	}
 	refuse.Store(false)
-	eventually(t, "second promotion", func() bool { return rep.r.state().Promoted == 2 })
+	// Stopping drops queued keys, so wait for the write the second
+	// promotion enqueued, not just for the promotion.
+	eventually(t, "second promotion and its write", func() bool {
+		s := rep.r.state()
+		return s.Promoted == 2 && len(s.Writes) == 2
+	})
 	rep.stop(t)
 	want := leaderState{Writes: []string{"ns/owned", "ns/owned"}, Promoted: 2, Demoted: 2}
 	if diff := cmp.Diff(want, rep.r.state()); diff != "" {
