@@ -21,7 +21,7 @@ func TestLeaderHandoverWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	ns := createNamespace(t, kube)
+	ns := env.CreateNamespace(t, "controller-")
 	const owned = "owned/config"
 
 	// A leader's write is a real one: a ConfigMap labelled with the writer
@@ -96,22 +96,4 @@ func leaseHolder(ctx context.Context, t *testing.T, kube kubernetes.Interface, n
 		return ""
 	}
 	return *lease.Spec.HolderIdentity
-}
-
-// createNamespace makes a fresh namespace for one test, so tests can share
-// the control plane and run in parallel. Namespaces never finish
-// terminating without kube-controller-manager; deleting it still stops
-// other tests from seeing it as active.
-func createNamespace(t *testing.T, kube kubernetes.Interface) string {
-	t.Helper()
-	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "controller-"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	return ns.Name
 }

@@ -56,8 +56,8 @@ func startHarness(t *testing.T) *harness {
 		kube: kubernetes.NewForConfigOrDie(env.Config),
 		dyn:  dynamic.NewForConfigOrDie(env.Config),
 	}
-	h.system = createTestNamespace(t, h.kube, "bindkit-system-")
-	h.ns = createTestNamespace(t, h.kube, "subjects-")
+	h.system = env.CreateNamespace(t, "bindkit-system-")
+	h.ns = env.CreateNamespace(t, "subjects-")
 	h.webhook = "envbindings-" + h.ns
 	mapper := duck.NewRESTMapper(discovery.NewDiscoveryClientForConfigOrDie(env.Config))
 
@@ -188,17 +188,6 @@ func toEnvBinding(obj runtime.Object) (*envBinding, error) {
 		return nil, fmt.Errorf("envbinding %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return b, nil
-}
-
-func createTestNamespace(t *testing.T, kube kubernetes.Interface, prefix string) string {
-	t.Helper()
-	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return ns.Name
 }
 
 // eventually polls cond every 100ms for up to 30s; cond returns a

@@ -114,7 +114,7 @@ func TestCertificateRotationUnderLoadWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	ns := createNamespace(t, kube)
+	ns := env.CreateNamespace(t, "webhook-")
 	const secretName = "webhook-certs"
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -393,20 +393,6 @@ func getSecret(t *testing.T, kube kubernetes.Interface, ns, name string) *corev1
 		t.Fatalf("get Secret %s/%s: %v", ns, name, err)
 	}
 	return s
-}
-
-func createNamespace(t *testing.T, kube kubernetes.Interface) string {
-	t.Helper()
-	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	return ns.Name
 }
 
 func newDeployment(ns, name string) *appsv1.Deployment {

@@ -61,7 +61,7 @@ func TestKubeAPIServerCallsMutatingWebhook(t *testing.T) {
 		json.NewEncoder(w).Encode(review)
 	}))
 
-	ns := createNamespace(t, kube)
+	ns := env.CreateNamespace(t, "testenv-")
 	webhookName := "mutate.testenv.bindkit.dev"
 	url := server.URL + "/mutate"
 	none := admissionregistrationv1.SideEffectClassNone
@@ -146,20 +146,6 @@ func startTLSServer(t *testing.T, handler http.Handler) (*httptest.Server, []byt
 	server.StartTLS()
 	t.Cleanup(server.Close)
 	return server, cert.CAPEM
-}
-
-func createNamespace(t *testing.T, kube kubernetes.Interface) string {
-	t.Helper()
-	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "testenv-"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	return ns.Name
 }
 
 func newDeployment(ns, name string) *appsv1.Deployment {
