@@ -2,6 +2,7 @@ package psbinding
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/bindkit/bindkit/controller"
@@ -296,5 +301,57 @@ func TestBaseReconcilerFollowerAndMissingBinding(t *testing.T) {
 	}
 	if w := append(f.writes("deployments"), f.writes("envbindings")...); len(w) > 0 {
 		t.Errorf("follower wrote %v", w)
+	}
+}
+
+func TestBaseReconcilerInclusionModeLabelsNamespace(t *testing.T) {
+	tests := []struct {
+		name       string
+		labels     map[string]string
+		wantPatch  bool
+		wantLabels map[string]string
+	}{
+		{name: "unlabelled namespace is opted in", wantPatch: true, wantLabels: map[string]string{IncludeLabel: "true"}},
+		{name: "already included: no write", labels: map[string]string{IncludeLabel: "true"}, wantLabels: map[string]string{IncludeLabel: "true"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newReconcilerFixture(t, newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t"), testDeployment("ns", "web", nil))
+			namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: tc.labels}}
+			kube := kubefake.NewClientset(namespace)
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			if err := indexer.Add(namespace); err != nil {
+				t.Fatal(err)
+			}
+			f.r.SelectorMode = InclusionMode
+			f.r.KubeClient = kube
+			f.r.NamespaceLister = corelisters.NewNamespaceLister(indexer)
+
+			if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			got, err := kube.CoreV1().Namespaces().Get(context.Background(), "ns", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantLabels, got.Labels); diff != "" {
+				t.Errorf("namespace labels (-want +got):\n%s", diff)
+			}
+			patched := slices.ContainsFunc(kube.Actions(), func(a k8stesting.Action) bool { return a.GetVerb() == "patch" })
+			if patched != tc.wantPatch {
+				t.Errorf("namespace patched = %v, want %v", patched, tc.wantPatch)
+			}
+		})
+	}
+}
+
+func TestBaseReconcilerInclusionModeNeedsClients(t *testing.T) {
+	f := newReconcilerFixture(t, newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t"))
+	f.r.SelectorMode = InclusionMode
+	if err := f.r.Reconcile(context.Background(), "ns/gh"); err == nil {
+		t.Fatal("Reconcile in inclusion mode without clients succeeded")
+	}
+	if diff := cmp.Diff(readyCondition{"False", ReasonNamespaceLabelFailed}, ready(f.binding(t, "ns", "gh"))); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
 }
