@@ -27,7 +27,9 @@ import (
 // made by NewPermanentError is logged and dropped; any other error is
 // retried with rate-limited backoff up to the Impl's retry cap. An error
 // that wraps both a permanent error and a requeue is treated as permanent.
-// A panic is not recovered: it ends the process, as in client-go.
+// A panic is recovered, logged with its stack and retried like an error:
+// reconcilers run Binding authors' code, and one bad object must not stop
+// the process.
 //
 // ctx carries a logger (logging.FromContext) that names the controller,
 // the key and a reconcile ID unique to this attempt. When Run's context
@@ -236,7 +238,7 @@ func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	defer q.Done(key)
 	logger := i.logger.With(zap.String("key", key), zap.String("reconcileID", newReconcileID()))
 	start := time.Now()
-	err := i.reconciler.Reconcile(logging.WithLogger(ctx, logger), key)
+	err := i.reconcile(logging.WithLogger(ctx, logger), key)
 	took := zap.Duration("duration", time.Since(start))
 
 	if err == nil {
@@ -262,6 +264,20 @@ func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	}
 	q.AddRateLimited(key)
 	logger.Warn("reconcile failed; will retry", took, zap.Int("retry", q.NumRequeues(key)), zap.Error(err))
+}
+
+// reconcile calls the Reconciler, turning a panic into an error: a
+// reconciler runs code the framework does not own (a Binding's Do and
+// Undo), and one bad object must not end the process and stop every other
+// key. The key is retried like any failure; the stack goes to the log.
+func (i *Impl) reconcile(ctx context.Context, key string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			logging.FromContext(ctx).Error("reconcile panicked", zap.Any("panic", r), zap.StackSkip("stack", 1))
+			err = fmt.Errorf("reconcile %s: panic: %v", key, r)
+		}
+	}()
+	return i.reconciler.Reconcile(ctx, key)
 }
 
 // newReconcileID returns 8 random hex digits: short enough to read in a log

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -334,5 +335,45 @@ func TestErrorHelpers(t *testing.T) {
 				t.Errorf("errors.Is(err, boom) = %v, want %v", got, tt.wantIsBoom)
 			}
 		})
+	}
+}
+
+// TestReconcilePanicIsRetriedNotFatal: a panicking reconcile is logged with
+// its stack and retried; the process and the other keys carry on.
+func TestReconcilePanicIsRetriedNotFatal(t *testing.T) {
+	logger, logs := observed()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	r := controller.ReconcilerFunc(func(_ context.Context, key string) error {
+		mu.Lock()
+		calls[key]++
+		n := calls[key]
+		mu.Unlock()
+		if key == "ns/bad" && n == 1 {
+			var m map[string]int
+			m["boom"]++ // a nil-map write, as a buggy Do might make
+		}
+		return nil
+	})
+	impl := controller.NewImpl(r, logger, "panics", controller.WithRateLimiter(newCountingLimiter()))
+	impl.EnqueueKey("ns/bad")
+	impl.EnqueueKey("ns/good")
+	stop := run(t, impl, 1)
+	eventually(t, "bad key retried to success and good key done", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls["ns/bad"] == 2 && calls["ns/good"] == 1
+	})
+	stop()
+	panics := logs.FilterMessage("reconcile panicked").All()
+	if len(panics) != 1 {
+		t.Fatalf("got %d panic log lines, want 1", len(panics))
+	}
+	fields := panics[0].ContextMap()
+	if stack, _ := fields["stack"].(string); !strings.Contains(stack, "impl_test.go") {
+		t.Errorf("stack does not reach the reconciler:\n%s", stack)
+	}
+	if fields["key"] != "ns/bad" {
+		t.Errorf("panic line key = %v, want ns/bad", fields["key"])
 	}
 }
