@@ -174,10 +174,9 @@ func (r *BaseReconciler) reconcileSubjects(ctx context.Context, b Bindable) erro
 		r.warn(b, ReasonSubjectsUnavailable, err)
 		return err
 	}
-	gk := gvr.GroupResource() // for messages only
 	if r.admissionOnly(ref) {
 		status.MarkBindingUnavailable(ReasonBoundAtAdmissionOnly,
-			fmt.Sprintf("%s cannot change its pod template in place; it is bound when created", gk))
+			fmt.Sprintf("%s cannot change its pod template in place; it is bound when created", gvr.GroupResource()))
 		return r.reconcileSubResources(ctx, b)
 	}
 	// Subjects that left the selection (relabelled, or the selector
