@@ -1,0 +1,47 @@
+// Package sharedmain runs several controllers and bindkit's admission
+// webhook in one process.
+//
+// A binary's main lists its controller constructors and nothing else:
+//
+//	func main() {
+//		sharedmain.Main("bindings-controller", NewController, NewAdmissionController)
+//	}
+//
+// Main parses the command line with a flag set of its own (ParseFlags:
+// --kubeconfig, --server, --disable-ha, --webhook-address, --webhook-port,
+// --webhook-ip-sans, --webhook-grace-period, --probe-port), stops on SIGINT
+// or SIGTERM and exits with a status that says how it ended.
+// MainWithContext does the same work for a test: settings come from the
+// context (WithFlags, WithLogLevel, WithLogOutput) and it returns when the
+// context ends.
+//
+// # What runs
+//
+// Every Impl a constructor returns runs WorkersPerController workers. An
+// Impl whose Reconciler implements webhook.AdmissionController is also
+// routed by the webhook server, by its Path; when there is at least one,
+// the process keeps the webhook's certificates Secret
+// (webhook.DefaultSecretName in the system namespace, named for the Service
+// webhook.DefaultServiceName plus --webhook-ip-sans) with package
+// certificates, and serves HTTPS with /healthz and /readyz. Without a
+// webhook, the probes are served over HTTP on --probe-port, /readyz
+// answering 200 once the informers have synced.
+//
+// # Leader election
+//
+// Replicas compete for a coordination.k8s.io/v1 Lease named after the
+// component in the system namespace; the winner's Impls are promoted
+// (controller.Impl.Promote). Only the leader writes the certificates
+// Secret; the others serve from it through their informer. --disable-ha
+// skips the election and promotes everything at once, for a single replica.
+//
+// # Logging
+//
+// The process logs JSON with zap through the logger in the context
+// (controller/logging). Its level is the key loglevel.<component> of the
+// ConfigMap config-logging in the system namespace, info when either is
+// missing, and follows changes to it at run time.
+//
+// Nothing here is global: no flag.CommandLine, no init registration, no
+// package state.
+package sharedmain

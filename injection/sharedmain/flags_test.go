@@ -1,0 +1,197 @@
+package sharedmain
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/bindkit/bindkit/injection/injectiontest"
+	"github.com/bindkit/bindkit/webhook"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    Flags
+		wantErr string
+	}{
+		{name: "defaults", want: DefaultFlags()},
+		{
+			name: "everything",
+			args: []string{"--kubeconfig=/k", "--server", "https://api:6443", "--disable-ha",
+				"--webhook-address=127.0.0.1", "--webhook-port=9443", "--webhook-ip-sans=127.0.0.1, ::1",
+				"--webhook-grace-period=2s", "--probe-port=9090"},
+			want: Flags{
+				Kubeconfig: "/k", Server: "https://api:6443", DisableHA: true,
+				WebhookAddress: "127.0.0.1", WebhookPort: 9443,
+				WebhookIPSANs:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+				WebhookGracePeriod: 2 * time.Second, ProbePort: 9090,
+			},
+		},
+		{
+			name: "ip sans repeat and add up",
+			args: []string{"--webhook-ip-sans=10.0.0.1", "--webhook-ip-sans=10.0.0.2,"},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.WebhookIPSANs = []net.IP{net.ParseIP("10.0.0.1"), net.ParseIP("10.0.0.2")}
+				return f
+			}(),
+		},
+		{name: "bad ip", args: []string{"--webhook-ip-sans=localhost"}, wantErr: `"localhost" is not an IP address`},
+		{name: "port out of range", args: []string{"--webhook-port=70000"}, wantErr: "--webhook-port 70000 out of range"},
+		{name: "zero probe port", args: []string{"--probe-port=0"}, wantErr: "--probe-port 0 out of range"},
+		{name: "positional argument", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
+		{name: "unknown flag", args: []string{"--verbose"}, wantErr: "flag provided but not defined: -verbose"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseFlags("test", tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseFlags error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseFlags: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("flags (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseFlagsHelp(t *testing.T) {
+	var usage strings.Builder
+	_, err := ParseFlags("test", []string{"-h"}, &usage)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("ParseFlags(-h) error = %v, want flag.ErrHelp", err)
+	}
+	if !strings.Contains(usage.String(), "-webhook-ip-sans") {
+		t.Errorf("usage does not list -webhook-ip-sans:\n%s", usage.String())
+	}
+}
+
+func TestFlagsFromContextFillsDefaults(t *testing.T) {
+	got := flagsFrom(WithFlags(t.Context(), Flags{DisableHA: true}))
+	want := DefaultFlags()
+	want.DisableHA = true
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("flags (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(DefaultFlags(), flagsFrom(t.Context())); diff != "" {
+		t.Errorf("flags without WithFlags (-want +got):\n%s", diff)
+	}
+	if DefaultFlags().WebhookPort != webhook.DefaultPort {
+		t.Errorf("default webhook port = %d, want webhook.DefaultPort", DefaultFlags().WebhookPort)
+	}
+}
+
+func TestLevelObserver(t *testing.T) {
+	cm := func(data map[string]string) *corev1.ConfigMap { return &corev1.ConfigMap{Data: data} }
+	tests := []struct {
+		name  string
+		start zapcore.Level
+		cm    *corev1.ConfigMap
+		want  zapcore.Level
+	}{
+		{name: "missing ConfigMap is info", start: zapcore.DebugLevel, cm: nil, want: zapcore.InfoLevel},
+		{name: "missing key is info", start: zapcore.ErrorLevel, cm: cm(map[string]string{"loglevel.other": "debug"}), want: zapcore.InfoLevel},
+		{name: "debug", start: zapcore.InfoLevel, cm: cm(map[string]string{"loglevel.demo": "debug"}), want: zapcore.DebugLevel},
+		{name: "error", start: zapcore.InfoLevel, cm: cm(map[string]string{"loglevel.demo": "error"}), want: zapcore.ErrorLevel},
+		{name: "invalid keeps the level", start: zapcore.WarnLevel, cm: cm(map[string]string{"loglevel.demo": "loud"}), want: zapcore.WarnLevel},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			level := zap.NewAtomicLevelAt(tt.start)
+			levelObserver("demo", level, zap.NewNop())(tt.cm)
+			if got := level.Level(); got != tt.want {
+				t.Errorf("level = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRestConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeKubeconfig := func(name, server string) string {
+		path := filepath.Join(dir, name)
+		cfg := clientcmdapi.NewConfig()
+		cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server}
+		cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+		cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+		cfg.CurrentContext = "x"
+		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	flagFile := writeKubeconfig("flag", "https://from-flag:6443")
+	envFile := writeKubeconfig("env", "https://from-env:6443")
+
+	tests := []struct {
+		name     string
+		flags    Flags
+		env      string
+		wantHost string
+		wantErr  string
+	}{
+		{name: "flag", flags: Flags{Kubeconfig: flagFile}, env: envFile, wantHost: "https://from-flag:6443"},
+		{name: "env", env: envFile, wantHost: "https://from-env:6443"},
+		{name: "server overrides", flags: Flags{Kubeconfig: flagFile, Server: "https://other:443"}, wantHost: "https://other:443"},
+		{name: "missing file", flags: Flags{Kubeconfig: filepath.Join(dir, "nope")}, wantErr: "kubeconfig " + filepath.Join(dir, "nope")},
+		{name: "neither, out of cluster", wantErr: "no --kubeconfig, no $KUBECONFIG and not in a cluster"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tt.env)
+			if tt.wantErr != "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" && tt.flags.Kubeconfig == "" {
+				t.Skip("running in a cluster: the in-cluster config exists")
+			}
+			cfg, err := restConfig(tt.flags)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("restConfig error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("restConfig: %v", err)
+			}
+			if cfg.Host != tt.wantHost {
+				t.Errorf("host = %q, want %q", cfg.Host, tt.wantHost)
+			}
+		})
+	}
+}
+
+func TestAdmissionControllersFound(t *testing.T) {
+	ctx, _ := injectiontest.NewContext(t)
+	var rec recorder
+	impls, err := construct(ctx, nil, []Constructor{newDenierController("/one"), recordingController(&rec), newDenierController("/two")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, ac := range admissionControllers(impls) {
+		paths = append(paths, ac.Path())
+	}
+	if diff := cmp.Diff([]string{"/one", "/two"}, paths); diff != "" {
+		t.Errorf("admission controllers found (-want +got):\n%s", diff)
+	}
+}

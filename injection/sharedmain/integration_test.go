@@ -1,0 +1,160 @@
+package sharedmain
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/bindkit/bindkit/configmap"
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/controller/logging"
+	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/webhook"
+)
+
+// TestMainWithContextWithRealAPIServer runs the shared main against the real
+// kube-apiserver, as a binary would: clients from a kubeconfig file, a
+// controller of ConfigMaps in one namespace and an admission controller,
+// without leader election.
+func TestMainWithContextWithRealAPIServer(t *testing.T) {
+	env := controlPlane.Env(t)
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.2fs %s", time.Since(start).Seconds(), what) }
+	systemNS := createNamespace(t, kube, "sharedmain-system-")
+	appNS := createNamespace(t, kube, "sharedmain-app-")
+
+	port := freePort(t)
+	level := zap.NewAtomicLevelAt(zapcore.InfoLevel)
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ctx = WithFlags(ctx, Flags{
+		Kubeconfig: env.KubeconfigPath, DisableHA: true,
+		WebhookAddress: "127.0.0.1", WebhookPort: port,
+		WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}, WebhookGracePeriod: time.Second,
+	})
+	ctx = injection.WithSystemNamespace(ctx, systemNS)
+	ctx = WithLogLevel(ctx, level)
+	ctx = WithLogOutput(ctx, logs)
+
+	var rec recorder
+	inAppNS := func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
+		impl := controller.NewImpl(&rec, logging.FromContext(ctx), "app-configmaps")
+		injection.KubeInformerFactory(ctx).Core().V1().ConfigMaps().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+			FilterFunc: controller.FilterWithNamespace(appNS),
+			Handler:    controller.HandleAll(impl.Enqueue),
+		})
+		return impl
+	}
+	done := make(chan error, 1)
+	go func() { done <- MainWithContext(ctx, "it", inAppNS, newDenierController("/deny")) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+		}
+		if t.Failed() {
+			t.Logf("process logs:\n%s", logs.String())
+		}
+	})
+
+	var secret *corev1.Secret
+	poll(t, "certificates Secret appears", func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			return false, fmt.Errorf("MainWithContext returned early: %w", err)
+		default:
+		}
+		s, err := kube.CoreV1().Secrets(systemNS).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{})
+		secret = s
+		return err == nil, nil
+	})
+	step("secret")
+	client := tlsClient(t, secret)
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	poll(t, "/readyz answers 200 over TLS trusting the Secret's CA", func(ctx context.Context) (bool, error) {
+		code, _ := get(ctx, client, base+webhook.ReadyzPath)
+		return code == http.StatusOK, nil
+	})
+	step("ready")
+	resp, err := admit(t.Context(), client, base+"/deny", appNS, "web")
+	if err != nil {
+		t.Fatalf("admit: %v", err)
+	}
+	if want := "denied " + appNS + "/web"; resp.Allowed || resp.Result == nil || resp.Result.Message != want {
+		t.Errorf("admission = %+v, want denied with %q", resp, want)
+	}
+
+	createConfigMap(t, kube, appNS, "hello", nil)
+	poll(t, "controller reconciles a ConfigMap", func(context.Context) (bool, error) { return rec.seen(appNS + "/hello"), nil })
+	step("reconciled")
+	if strings.Contains(logs.String(), `"level":"debug"`) {
+		t.Fatal("debug lines logged at level info")
+	}
+
+	createConfigMap(t, kube, systemNS, ConfigLoggingName, map[string]string{LogLevelKey("it"): "debug"})
+	poll(t, "log level follows config-logging", func(context.Context) (bool, error) { return level.Level() == zapcore.DebugLevel, nil })
+	createConfigMap(t, kube, appNS, "after-debug", nil)
+	poll(t, "a debug line about the next reconcile", func(context.Context) (bool, error) {
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(line, `"level":"debug"`) && strings.Contains(line, appNS+"/after-debug") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	step("debug logged")
+	client.Transport.(*http.Transport).CloseIdleConnections()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("MainWithContext after cancel = %v, want nil", err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("MainWithContext did not return within 45s of cancellation")
+	}
+	step("returned")
+	if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+		conn.Close()
+		t.Errorf("webhook port %d still accepts connections after MainWithContext returned", port)
+	}
+}
+
+func createNamespace(t *testing.T, kube kubernetes.Interface, prefix string) string {
+	t.Helper()
+	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+func createConfigMap(t *testing.T, kube kubernetes.Interface, namespace, name string, data map[string]string) {
+	t.Helper()
+	_, err := kube.CoreV1().ConfigMaps(namespace).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: data,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create ConfigMap %s/%s: %v", namespace, name, err)
+	}
+}

@@ -1,0 +1,368 @@
+package sharedmain
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bindkit/bindkit/configmap"
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/controller/logging"
+	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/webhook"
+)
+
+// Constructor builds one controller from the process context, which carries
+// the clients, the informer factories, the system namespace and the logger
+// (see package injection). It requests the informers it needs, registers
+// its ConfigMap observers on cmw and starts nothing.
+type Constructor func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
+
+// WorkersPerController is how many reconciles each controller runs at once.
+// Two keep one slow key from stalling a controller without multiplying the
+// load a process puts on the API server.
+const WorkersPerController = 2
+
+// CacheSyncTimeout bounds the wait for the informers' caches at start-up. A
+// process whose caches do not fill in that time exits with an error, so a
+// missing RBAC rule shows as a crash loop rather than a silent hang.
+const CacheSyncTimeout = 2 * time.Minute
+
+// Main runs the controllers ctors build, and the admission webhook if any
+// of them is an admission controller, as the process component: it parses
+// os.Args (see ParseFlags), stops on SIGINT or SIGTERM and exits. It exits
+// 0 after a signal-driven shutdown, 2 on a bad command line (0 for -h) and
+// 1, with the error on stderr, when start-up or a component fails.
+func Main(component string, ctors ...Constructor) {
+	flags, err := ParseFlags(component, os.Args[1:], os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = MainWithContext(WithFlags(ctx, flags), component, ctors...)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)
+		os.Exit(1)
+	}
+}
+
+// MainWithContext is Main without flags, signals or exit: it takes its
+// settings from ctx (WithFlags, WithLogLevel, WithLogOutput, and
+// injection.WithSystemNamespace or $SYSTEM_NAMESPACE) and runs until ctx
+// ends.
+//
+// In order, it builds the clients and informers (injection.New), calls
+// every constructor, finds the Impls whose Reconciler is a
+// webhook.AdmissionController and, if there are any, adds a controller for
+// the webhook's certificates Secret and a webhook server routing to them.
+// It then starts the config-logging watcher and the informers and waits
+// for their caches (at most CacheSyncTimeout), runs WorkersPerController
+// workers per Impl, promotes every Impl at once under DisableHA or else
+// campaigns for a Lease named component in the system namespace
+// (controller.RunLeaderElected), and serves the webhook, or health probes
+// on ProbePort when there is none. The certificates controller writes only
+// while leader, like any LeaderAware reconciler.
+//
+// When ctx ends it drains in order: the webhook turns unready, keeps
+// serving for its grace period and finishes its requests; then the Impls
+// finish their reconciles and leadership is released; then the informers
+// stop. It returns nil after such a shutdown, with every goroutine it
+// started ended. It returns an error, after the same cleanup, when
+// start-up fails or a component (the webhook, leader election, an Impl)
+// fails while running.
+func MainWithContext(ctx context.Context, component string, ctors ...Constructor) error {
+	return newProcess(ctx, component).main(ctx, ctors)
+}
+
+func newProcess(ctx context.Context, component string) *process {
+	level := levelFrom(ctx)
+	return &process{
+		component: component,
+		flags:     flagsFrom(ctx),
+		level:     level,
+		logger:    newLogger(ctx, component, level),
+		started:   make(chan struct{}),
+	}
+}
+
+func (p *process) main(ctx context.Context, ctors []Constructor) error {
+	// Syncing stderr fails on some platforms; there is nothing to do then.
+	defer p.logger.Sync()
+	err := p.run(logging.WithLogger(ctx, p.logger), ctors)
+	if err != nil {
+		p.logger.Error("stopped with error", zap.Error(err))
+		return fmt.Errorf("%s: %w", p.component, err)
+	}
+	p.logger.Info("stopped")
+	return nil
+}
+
+// clientsKey lets a test of this package build the injection context from
+// fakes instead of a rest.Config.
+type clientsKey struct{}
+
+type newInjectionFunc func(ctx context.Context) (context.Context, *injection.InformerSet, error)
+
+type process struct {
+	component string
+	flags     Flags
+	level     zap.AtomicLevel
+	logger    *zap.Logger
+
+	// Set by run, for tests of this package.
+	impls   []*controller.Impl
+	certs   *controller.Impl
+	started chan struct{} // closed once everything runs
+}
+
+func (p *process) run(ctx context.Context, ctors []Constructor) error {
+	namespace, err := systemNamespace(ctx)
+	if err != nil {
+		return err
+	}
+	ctx = injection.WithSystemNamespace(ctx, namespace)
+	logger := p.logger
+
+	// Informers outlive ctx: the webhook and the controllers still read
+	// their caches while they drain. They stop when run returns.
+	base, stopBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBase()
+	newInjection, ok := ctx.Value(clientsKey{}).(newInjectionFunc)
+	if !ok {
+		newInjection = func(ctx context.Context) (context.Context, *injection.InformerSet, error) {
+			cfg, err := restConfig(p.flags)
+			if err != nil {
+				return nil, nil, err
+			}
+			return injection.New(ctx, cfg)
+		}
+	}
+	ictx, informers, err := newInjection(base)
+	if err != nil {
+		return err
+	}
+	defer informers.Shutdown()
+	kube := injection.KubeClient(ictx)
+
+	cmw := configmap.NewInformedWatcher(kube, namespace)
+	defer cmw.Shutdown()
+	cmw.Watch(ConfigLoggingName, levelObserver(p.component, p.level, logger))
+
+	impls, err := construct(ictx, cmw, ctors)
+	if err != nil {
+		return err
+	}
+	p.impls = impls
+	admission := admissionControllers(impls)
+	var server *webhook.Server
+	if len(admission) > 0 {
+		if p.certs, server, err = newWebhook(ictx, namespace, p.flags, logger, admission); err != nil {
+			return err
+		}
+	}
+
+	// Listen before waiting for caches, so a taken port fails fast.
+	var ln net.Listener
+	var probeHandler *probes
+	if server != nil {
+		ln, err = listen("webhook", p.flags.WebhookAddress, p.flags.WebhookPort)
+	} else {
+		probeHandler = &probes{}
+		ln, err = listen("probes", "", p.flags.ProbePort)
+	}
+	if err != nil {
+		return err
+	}
+
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		runErrs  []error
+		failed   = make(chan struct{})
+		failOnce sync.Once
+	)
+	report := func(err error) {
+		if err == nil {
+			return
+		}
+		errMu.Lock()
+		runErrs = append(runErrs, err)
+		errMu.Unlock()
+		failOnce.Do(func() { close(failed) })
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	var serversWG sync.WaitGroup
+	if probeHandler != nil {
+		// Probes answer during the cache sync, so a liveness probe does
+		// not kill a process that is merely slow to list.
+		probeLn := ln
+		ln = nil
+		serversWG.Go(func() { report(probeHandler.serve(serveCtx, probeLn)) })
+	}
+	stopServers := func() {
+		stopServing()
+		if ln != nil {
+			ln.Close()
+		}
+		serversWG.Wait()
+	}
+
+	if err := p.waitForCaches(ctx, base, cmw, informers); err != nil {
+		stopServers()
+		return err
+	}
+	if probeHandler != nil {
+		probeHandler.ready.Store(true)
+	}
+
+	all := impls
+	if p.certs != nil {
+		all = append(append([]*controller.Impl(nil), impls...), p.certs)
+	}
+	work, stopWork := context.WithCancel(base)
+	defer stopWork()
+	for _, impl := range all {
+		wg.Go(func() { report(impl.Run(work, WorkersPerController)) })
+	}
+	if p.flags.DisableHA {
+		for _, impl := range all {
+			impl.Promote()
+		}
+	} else {
+		identity, err := identity()
+		if err != nil {
+			report(err)
+		} else {
+			cfg := controller.LeaderElectionConfig{Namespace: namespace, Name: p.component, Identity: identity}
+			wg.Go(func() { report(controller.RunLeaderElected(work, kube, cfg, all...)) })
+		}
+	}
+	if server != nil {
+		webhookLn := ln
+		ln = nil
+		serversWG.Go(func() { report(server.Serve(serveCtx, webhookLn)) })
+	}
+	logger.Info("started", zap.String("systemNamespace", namespace), zap.Int("controllers", len(impls)),
+		zap.Int("admissionControllers", len(admission)), zap.Bool("leaderElection", !p.flags.DisableHA))
+	close(p.started)
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case <-failed:
+		logger.Error("a component failed; shutting down")
+	}
+	stopServers()
+	stopWork()
+	wg.Wait()
+	stopBase()
+	informers.Shutdown()
+	cmw.Shutdown()
+	return errors.Join(runErrs...)
+}
+
+// waitForCaches starts the ConfigMap watcher and the informers on base and
+// waits for them at most CacheSyncTimeout, and no longer than ctx.
+func (p *process) waitForCaches(ctx, base context.Context, cmw *configmap.InformedWatcher, informers *injection.InformerSet) error {
+	syncCtx, cancel := context.WithTimeout(ctx, CacheSyncTimeout)
+	defer cancel()
+	// The watcher runs on base but its start-up is bounded by syncCtx:
+	// Shutdown makes a pending Start return.
+	started := make(chan error, 1)
+	go func() { started <- cmw.Start(base) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			return err
+		}
+	case <-syncCtx.Done():
+		cmw.Shutdown()
+		<-started
+		return fmt.Errorf("configmap: watch ConfigMaps in namespace %s: %w", cmw.Namespace(), context.Cause(syncCtx))
+	}
+	informers.Start(base)
+	if err := informers.WaitForCacheSync(syncCtx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// construct calls each constructor, turning a panic (a constructor's way to
+// report a wiring mistake) into an error that names the constructor.
+func construct(ctx context.Context, cmw configmap.Watcher, ctors []Constructor) ([]*controller.Impl, error) {
+	impls := make([]*controller.Impl, 0, len(ctors))
+	for i, ctor := range ctors {
+		impl, err := callConstructor(ctx, cmw, ctor)
+		if err != nil {
+			return nil, fmt.Errorf("controller constructor %d: %w", i, err)
+		}
+		impls = append(impls, impl)
+	}
+	return impls, nil
+}
+
+func callConstructor(ctx context.Context, cmw configmap.Watcher, ctor Constructor) (impl *controller.Impl, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	if ctor == nil {
+		return nil, errors.New("nil Constructor")
+	}
+	if impl = ctor(ctx, cmw); impl == nil {
+		return nil, errors.New("returned a nil Impl")
+	}
+	return impl, nil
+}
+
+// systemNamespace is injection.SystemNamespace with its panic turned into a
+// start-up error.
+func systemNamespace(ctx context.Context) (ns string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return injection.SystemNamespace(ctx), nil
+}
+
+func listen(what, address string, port int) (net.Listener, error) {
+	addr := net.JoinHostPort(address, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen on %s: %w", what, addr, err)
+	}
+	return ln, nil
+}
+
+// identity names this replica in the Lease: the host name (the pod name in
+// a cluster) and a random suffix, so a restarted container never mistakes
+// its predecessor's lease for its own.
+func identity() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("leader election identity: %w", err)
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	return host + "_" + hex.EncodeToString(b[:]), nil
+}
