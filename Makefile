@@ -8,7 +8,11 @@ TOOLS_INPUTS := $(TOOLS)/go.mod $(TOOLS)/go.sum $(TOOLS)/etcd/main.go
 
 export BINDKIT_BIN_DIR := $(BIN)
 
-.PHONY: test tools vet unit
+.PHONY: demo test tools vet unit
+
+## demo: run the githubbinding walkthrough on a local control plane.
+demo: tools
+	$(GO) run ./hack/demo
 
 ## test: build the control plane if needed, then vet and run every test with -race.
 test: tools vet
@@ -32,3 +36,16 @@ vet:
 ## unit: the tests that need no control plane (integration tests skip, loudly).
 unit:
 	BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
+
+# The API packages whose deep-copy methods deepcopy-gen writes.
+GENERATE_PKGS := ./examples/githubbinding/pkg/apis/bindings/v1alpha1 ./examples/configbinding/pkg/apis/bindings/v1alpha1
+
+.PHONY: generate
+## generate: regenerate zz_generated.deepcopy.go with deepcopy-gen from the tools module.
+generate:
+	@# `go tool -n` builds the tool from the tools module and prints its path;
+	@# it runs from the repository root, because the packages it reads are in
+	@# the framework module, not in the tools module.
+	DEEPCOPY_GEN=$$(cd $(TOOLS) && $(GO) tool -n deepcopy-gen) && \
+		$$DEEPCOPY_GEN --go-header-file hack/boilerplate.go.txt --output-file zz_generated.deepcopy.go $(GENERATE_PKGS)
+

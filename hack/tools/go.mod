@@ -6,7 +6,10 @@ module github.com/bindkit/bindkit/hack/tools
 
 go 1.26.0
 
-tool k8s.io/kubernetes/cmd/kube-apiserver
+tool (
+	k8s.io/code-generator/cmd/deepcopy-gen
+	k8s.io/kubernetes/cmd/kube-apiserver
+)
 
 require go.etcd.io/etcd/server/v3 v3.7.3
 
@@ -107,6 +110,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
+	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
@@ -130,6 +134,7 @@ require (
 	k8s.io/client-go v0.37.1 // indirect
 	k8s.io/cloud-provider v0.37.1 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
+	k8s.io/code-generator v0.37.1 // indirect
 	k8s.io/component-base v0.37.1 // indirect
 	k8s.io/component-helpers v0.37.1 // indirect
 	k8s.io/controller-manager v0.37.1 // indirect
@@ -137,6 +142,7 @@ require (
 	k8s.io/dynamic-resource-allocation v0.37.1 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect
 	k8s.io/externaljwt v0.0.0 // indirect
+	k8s.io/gengo/v2 v2.0.0-20260408192533-25e2208e0dc3 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kms v0.37.1 // indirect
 	k8s.io/kube-aggregator v0.0.0 // indirect
