@@ -1,0 +1,12 @@
+// Command controller runs the ConfigBinding controller and its admission
+// webhook in one process.
+package main
+
+import (
+	"github.com/bindkit/bindkit/examples/configbinding/pkg/reconciler/configbinding"
+	"github.com/bindkit/bindkit/injection/sharedmain"
+)
+
+func main() {
+	sharedmain.Main("configbinding-controller", configbinding.NewController, configbinding.NewWebhook)
+}

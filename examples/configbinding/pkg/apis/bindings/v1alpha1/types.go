@@ -1,0 +1,49 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/tracker"
+)
+
+// ConfigBinding exposes Spec.Data as environment variables in every
+// container of the workloads Spec.Subject names.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type ConfigBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ConfigBindingSpec   `json:"spec"`
+	Status ConfigBindingStatus `json:"status,omitempty"`
+}
+
+// ConfigBindingSpec is what a user asks of a ConfigBinding.
+type ConfigBindingSpec struct {
+	// Subject names the workloads to bind. An empty namespace means the
+	// Binding's own.
+	Subject SubjectReference `json:"subject"`
+	// Data are the environment variables, name to value.
+	Data map[string]string `json:"data,omitempty"`
+}
+
+// SubjectReference is a tracker.Reference (convert with a plain type
+// conversion) that deepcopy-gen can copy: tracker.Reference has no
+// DeepCopyInto of its own. Its JSON is tracker.Reference's.
+type SubjectReference tracker.Reference
+
+// ConfigBindingStatus is the observed state of a ConfigBinding.
+type ConfigBindingStatus struct {
+	duck.Status `json:",inline"`
+}
+
+// ConfigBindingList is a list of ConfigBindings.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type ConfigBindingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []ConfigBinding `json:"items"`
+}

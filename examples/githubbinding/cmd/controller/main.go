@@ -1,0 +1,12 @@
+// Command controller runs the GithubBinding controller and its admission
+// webhook in one process: see config/ to deploy it.
+package main
+
+import (
+	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
+	"github.com/bindkit/bindkit/injection/sharedmain"
+)
+
+func main() {
+	sharedmain.Main("githubbinding-controller", githubbinding.NewController, githubbinding.NewWebhook)
+}

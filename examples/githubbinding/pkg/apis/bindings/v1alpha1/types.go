@@ -1,0 +1,53 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/tracker"
+)
+
+// GithubBinding mounts the Secret Spec.Secret names into every container
+// and init container of the workloads Spec.Subject names.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type GithubBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   GithubBindingSpec   `json:"spec"`
+	Status GithubBindingStatus `json:"status,omitempty"`
+}
+
+// GithubBindingSpec is what a user asks of a GithubBinding.
+type GithubBindingSpec struct {
+	// Subject names the workloads to bind: one by name, or all that match a
+	// label selector. An empty namespace means the Binding's own.
+	Subject SubjectReference `json:"subject"`
+	// Secret names a Secret in the Binding's namespace, typically with the
+	// keys "token" (a GitHub access token) and optionally "webhook-secret".
+	Secret corev1.LocalObjectReference `json:"secret"`
+}
+
+// SubjectReference is a tracker.Reference (convert with a plain type
+// conversion) that deepcopy-gen can copy: tracker.Reference has no
+// DeepCopyInto of its own, and generated code calls one for every struct
+// field of another package. Its JSON is tracker.Reference's.
+type SubjectReference tracker.Reference
+
+// GithubBindingStatus is the observed state of a GithubBinding: the Ready and
+// BindingAvailable conditions the framework manages.
+type GithubBindingStatus struct {
+	duck.Status `json:",inline"`
+}
+
+// GithubBindingList is a list of GithubBindings.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type GithubBindingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []GithubBinding `json:"items"`
+}
