@@ -1,0 +1,11 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/bindkit/bindkit/internal/testenv"
+)
+
+var controlPlane testenv.Shared
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }

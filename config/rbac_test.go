@@ -1,0 +1,131 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// grant is one resource, as "group/resource" ("" group for core), in one
+// scope.
+type grant struct {
+	scope    string // "cluster" or the namespace of a Role
+	resource string
+}
+
+// allowlist is every verb the controller and webhook may hold on each
+// resource. Widening a role means widening this list, in review.
+var allowlist = map[grant][]string{
+	{"cluster", "bindings.bindkit.dev/githubbindings"}:                        {"get", "list", "watch", "patch"},
+	{"cluster", "bindings.bindkit.dev/githubbindings/status"}:                 {"update"},
+	{"cluster", "apps/deployments"}:                                           {"get", "list", "watch", "patch"},
+	{"cluster", "apps/statefulsets"}:                                          {"get", "list", "watch", "patch"},
+	{"cluster", "apps/daemonsets"}:                                            {"get", "list", "watch", "patch"},
+	{"cluster", "apps/replicasets"}:                                           {"get", "list", "watch", "patch"},
+	{"cluster", "batch/jobs"}:                                                 {"get", "list", "watch", "patch"},
+	{"cluster", "batch/cronjobs"}:                                             {"get", "list", "watch", "patch"},
+	{"cluster", "admissionregistration.k8s.io/mutatingwebhookconfigurations"}: {"get", "list", "watch", "update"},
+	{"cluster", "/events"}:                                                    {"create", "patch"},
+	{"bindkit-system", "coordination.k8s.io/leases"}:                          {"get", "create", "update"},
+	{"bindkit-system", "/secrets"}:                                            {"get", "list", "watch", "create", "update"},
+	{"bindkit-system", "/configmaps"}:                                         {"get", "list", "watch"},
+}
+
+// resourceNames pins grants that must stay limited to named objects.
+var resourceNames = map[grant][]string{
+	{"cluster", "admissionregistration.k8s.io/mutatingwebhookconfigurations"}: {"githubbindings.webhook.bindkit.dev"},
+}
+
+// checkRules reports every grant of rules, in scope, that the allowlist
+// does not cover.
+func checkRules(scope string, rules []rbacv1.PolicyRule) []string {
+	var problems []string
+	for i, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			problems = append(problems, fmt.Sprintf("rule %d: non-resource URLs %v", i, r.NonResourceURLs))
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				key := grant{scope, g + "/" + res}
+				allowed, ok := allowlist[key]
+				if !ok {
+					problems = append(problems, fmt.Sprintf("rule %d: %s %s is not allowlisted", i, scope, key.resource))
+					continue
+				}
+				for _, v := range r.Verbs {
+					if !slices.Contains(allowed, v) {
+						problems = append(problems, fmt.Sprintf("rule %d: verb %q on %s %s is not allowlisted", i, v, scope, key.resource))
+					}
+				}
+				if want, pinned := resourceNames[key]; pinned && !cmp.Equal(want, r.ResourceNames) {
+					problems = append(problems, fmt.Sprintf("rule %d: %s %s must be limited to resourceNames %v, has %v", i, scope, key.resource, want, r.ResourceNames))
+				}
+			}
+		}
+	}
+	return problems
+}
+
+func rulesOf(t *testing.T, obj *unstructured.Unstructured) []rbacv1.PolicyRule {
+	t.Helper()
+	var role rbacv1.Role // a ClusterRole's rules decode the same way
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
+		t.Fatalf("%s %s: %v", obj.GetKind(), key(obj), err)
+	}
+	return role.Rules
+}
+
+// TestRBACStaysWithinAllowlist fails on privilege creep: a rule in config/
+// that grants a resource or verb the allowlist does not name.
+func TestRBACStaysWithinAllowlist(t *testing.T) {
+	var roles int
+	for _, m := range readManifests(t, ".") {
+		var scope string
+		switch m.obj.GetKind() {
+		case "ClusterRole":
+			scope = "cluster"
+		case "Role":
+			scope = m.obj.GetNamespace()
+		default:
+			continue
+		}
+		roles++
+		if problems := checkRules(scope, rulesOf(t, m.obj)); len(problems) > 0 {
+			t.Errorf("%s:\n%v", m, problems)
+		}
+	}
+	if roles != 2 {
+		t.Errorf("found %d roles, want the ClusterRole and the Role", roles)
+	}
+}
+
+// TestCheckRulesCatchesCreep proves the check above can fail.
+func TestCheckRulesCatchesCreep(t *testing.T) {
+	tests := []struct {
+		name  string
+		scope string
+		rule  rbacv1.PolicyRule
+		want  int // problems
+	}{
+		{"allowed", "cluster", rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "patch"}}, 0},
+		{"wildcard verb", "cluster", rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}}, 1},
+		{"wildcard resource", "cluster", rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"*"}, Verbs: []string{"get"}}, 1},
+		{"extra verb", "cluster", rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets"}, Verbs: []string{"delete"}}, 2},
+		{"secrets cluster-wide", "cluster", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}, 1},
+		{"webhook configuration without a name", "cluster", rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, Verbs: []string{"update"}}, 1},
+		{"pods", "bindkit-system", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}, 1},
+		{"non-resource URL", "cluster", rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := checkRules(tc.scope, []rbacv1.PolicyRule{tc.rule}); len(got) != tc.want {
+				t.Errorf("checkRules = %d problems %v, want %d", len(got), got, tc.want)
+			}
+		})
+	}
+}
