@@ -80,3 +80,22 @@ func (r Reference) String() string {
 	}
 	return fmt.Sprintf("%s %s %s/%s", r.APIVersion, r.Kind, r.Namespace, target)
 }
+
+// DeepCopyInto copies r into out, sharing no memory. It lets API types that
+// embed a Reference (a Binding's spec.subject) use generated deep copies.
+func (r *Reference) DeepCopyInto(out *Reference) {
+	*out = *r
+	if r.Selector != nil {
+		out.Selector = r.Selector.DeepCopy()
+	}
+}
+
+// DeepCopy returns a copy of r that shares no memory with it.
+func (r *Reference) DeepCopy() *Reference {
+	if r == nil {
+		return nil
+	}
+	out := new(Reference)
+	r.DeepCopyInto(out)
+	return out
+}

@@ -117,3 +117,19 @@ func TestReferenceAccessors(t *testing.T) {
 		t.Errorf("accessors (-want +got):\n%s", diff)
 	}
 }
+
+func TestReferenceDeepCopySharesNothing(t *testing.T) {
+	orig := &Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns",
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	cp := orig.DeepCopy()
+	if diff := cmp.Diff(orig, cp); diff != "" {
+		t.Fatalf("copy differs (-orig +copy):\n%s", diff)
+	}
+	cp.Selector.MatchLabels["app"] = "changed"
+	if orig.Selector.MatchLabels["app"] != "web" {
+		t.Error("changing the copy's selector changed the original")
+	}
+	if (*Reference)(nil).DeepCopy() != nil {
+		t.Error("DeepCopy of nil is not nil")
+	}
+}
