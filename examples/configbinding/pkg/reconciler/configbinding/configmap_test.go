@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/examples/configbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/tracker"
 )
 
 const ns = "shop"
@@ -24,7 +25,7 @@ func newConfigBinding() *v1alpha1.ConfigBinding {
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg", UID: types.UID("binding-uid"), Generation: 1, ResourceVersion: "1"},
 		Spec: v1alpha1.ConfigBindingSpec{
-			Subject: v1alpha1.SubjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			Subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 			Data:    map[string]string{"LOG_LEVEL": "debug"},
 		},
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/injectiontest"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -50,7 +51,7 @@ func newGithubBinding() *v1alpha1.GithubBinding {
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh", Generation: 1, ResourceVersion: "1"},
 		Spec: v1alpha1.GithubBindingSpec{
-			Subject: v1alpha1.SubjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			Subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 			Secret:  corev1.LocalObjectReference{Name: "gh-token"},
 		},
 	}

@@ -31,7 +31,7 @@ func ConfigMapNameFrom(ctx context.Context) (string, bool) {
 // GetSubject implements duck.Bindable. A subject without a namespace is in
 // the Binding's own.
 func (b *ConfigBinding) GetSubject() tracker.Reference {
-	ref := tracker.Reference(b.Spec.Subject)
+	ref := b.Spec.Subject
 	if ref.Namespace == "" {
 		ref.Namespace = b.Namespace
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/tracker"
 )
 
 func fromConfigMap(name string) corev1.EnvFromSource {
@@ -19,7 +20,7 @@ func newBinding() *ConfigBinding {
 	return &ConfigBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cfg"},
 		Spec: ConfigBindingSpec{
-			Subject: SubjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			Subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 			Data:    map[string]string{"LOG_LEVEL": "debug"},
 		},
 	}

@@ -23,15 +23,10 @@ type ConfigBinding struct {
 type ConfigBindingSpec struct {
 	// Subject names the workloads to bind. An empty namespace means the
 	// Binding's own.
-	Subject SubjectReference `json:"subject"`
+	Subject tracker.Reference `json:"subject"`
 	// Data are the environment variables, name to value.
 	Data map[string]string `json:"data,omitempty"`
 }
-
-// SubjectReference is a tracker.Reference (convert with a plain type
-// conversion) that deepcopy-gen can copy: tracker.Reference has no
-// DeepCopyInto of its own. Its JSON is tracker.Reference's.
-type SubjectReference tracker.Reference
 
 // ConfigBindingStatus is the observed state of a ConfigBinding.
 type ConfigBindingStatus struct {

@@ -9,13 +9,14 @@ import (
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/tracker"
 )
 
 func ExampleGithubBinding_Do() {
 	b := &v1alpha1.GithubBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "gh"},
 		Spec: v1alpha1.GithubBindingSpec{
-			Subject: v1alpha1.SubjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			Subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 			Secret:  corev1.LocalObjectReference{Name: "gh-token"},
 		},
 	}

@@ -25,7 +25,7 @@ var _ psbinding.Bindable = (*GithubBinding)(nil)
 // GetSubject implements duck.Bindable. A subject without a namespace is in
 // the Binding's own: a Binding can only reach workloads next to it.
 func (b *GithubBinding) GetSubject() tracker.Reference {
-	ref := tracker.Reference(b.Spec.Subject)
+	ref := b.Spec.Subject
 	if ref.Namespace == "" {
 		ref.Namespace = b.Namespace
 	}

@@ -17,7 +17,7 @@ func newBinding(secret string) *GithubBinding {
 	return &GithubBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "gh"},
 		Spec: GithubBindingSpec{
-			Subject: SubjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			Subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 			Secret:  corev1.LocalObjectReference{Name: secret},
 		},
 	}
@@ -145,15 +145,15 @@ func TestGetSubject(t *testing.T) {
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 	tests := []struct {
 		name    string
-		subject SubjectReference
+		subject tracker.Reference
 		want    tracker.Reference
 	}{{
 		name:    "empty namespace is the binding's",
-		subject: SubjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+		subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 		want:    tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web"},
 	}, {
 		name:    "an explicit namespace is kept",
-		subject: SubjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "other", Selector: sel},
+		subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "other", Selector: sel},
 		want:    tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "other", Selector: sel},
 	}}
 	for _, tc := range tests {

@@ -24,17 +24,11 @@ type GithubBinding struct {
 type GithubBindingSpec struct {
 	// Subject names the workloads to bind: one by name, or all that match a
 	// label selector. An empty namespace means the Binding's own.
-	Subject SubjectReference `json:"subject"`
+	Subject tracker.Reference `json:"subject"`
 	// Secret names a Secret in the Binding's namespace, typically with the
 	// keys "token" (a GitHub access token) and optionally "webhook-secret".
 	Secret corev1.LocalObjectReference `json:"secret"`
 }
-
-// SubjectReference is a tracker.Reference (convert with a plain type
-// conversion) that deepcopy-gen can copy: tracker.Reference has no
-// DeepCopyInto of its own, and generated code calls one for every struct
-// field of another package. Its JSON is tracker.Reference's.
-type SubjectReference tracker.Reference
 
 // GithubBindingStatus is the observed state of a GithubBinding: the Ready and
 // BindingAvailable conditions the framework manages.
