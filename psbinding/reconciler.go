@@ -69,7 +69,8 @@ type BaseReconciler struct {
 
 	// GVR is the Bindings' resource, e.g. githubbindings.bindkit.dev/v1alpha1.
 	GVR schema.GroupVersionResource
-	// Get returns the Binding namespace/name, typically from a lister; an
+	// Get returns the Binding namespace/name, typically straight from a
+	// lister: the reconciler works on a copy, never on the cached object. An
 	// error satisfying apierrors.IsNotFound means it is gone.
 	Get func(namespace, name string) (Bindable, error)
 	// WithContext, if set, prepares the context Do and Undo run in.
@@ -125,6 +126,8 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("binding %s: get: %w", key, err)
 	}
+	// Finalizer and status writes change b: keep them out of the cache.
+	b = b.DeepCopyObject().(Bindable)
 	if b.GetDeletionTimestamp() != nil {
 		return r.reconcileDeletion(ctx, b)
 	}

@@ -355,3 +355,21 @@ func TestBaseReconcilerInclusionModeNeedsClients(t *testing.T) {
 		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
 }
+
+// TestBaseReconcilerNeverChangesWhatGetReturns: Get may hand out the
+// informer's cached object; finalizer and status writes go to a copy.
+func TestBaseReconcilerNeverChangesWhatGetReturns(t *testing.T) {
+	f := newReconcilerFixture(t, newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t"), testDeployment("ns", "web", nil))
+	cached, err := f.r.Get("ns", "gh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.r.Get = func(string, string) (Bindable, error) { return cached, nil }
+	before := cached.DeepCopyObject()
+	if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if diff := cmp.Diff(before, cached); diff != "" {
+		t.Errorf("Reconcile changed the object Get returned (-before +after):\n%s", diff)
+	}
+}

@@ -61,11 +61,7 @@ func NewController(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		// The reconciler changes what Get returns (finalizers, status): hand
 		// it a copy, never the cache's object.
 		Get: func(namespace, name string) (psbinding.Bindable, error) {
-			b, err := lister.Get(namespace, name)
-			if err != nil {
-				return nil, err
-			}
-			return b.DeepCopy(), nil
+			return lister.Get(namespace, name)
 		},
 		DynamicClient: injection.DynamicClient(ctx),
 		Mapper:        injection.RESTMapper(ctx),
