@@ -58,8 +58,7 @@ func NewController(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 
 	r := &psbinding.BaseReconciler{
 		GVR: v1alpha1.GroupVersionResource(),
-		// The reconciler changes what Get returns (finalizers, status): hand
-		// it a copy, never the cache's object.
+		// Straight from the lister: the reconciler works on a copy.
 		Get: func(namespace, name string) (psbinding.Bindable, error) {
 			return lister.Get(namespace, name)
 		},
