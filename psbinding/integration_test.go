@@ -61,6 +61,25 @@ func (h *harness) waitReady(t *testing.T, name string, want readyCondition) *env
 	return b
 }
 
+// deleteBinding deletes the Binding; waitDeleted waits until the reconciler
+// has released it and it is gone.
+func (h *harness) deleteBinding(t *testing.T, name string) {
+	t.Helper()
+	if err := h.dyn.Resource(envBindingsGVR).Namespace(h.ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete binding %s: %v", name, err)
+	}
+}
+
+func (h *harness) waitDeleted(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, "binding "+name+" gone", func() (string, error) {
+		if _, err := h.binding(t, name); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("get: %v", err), nil
+		}
+		return "", nil
+	})
+}
+
 func (h *harness) createDeployment(t *testing.T, name string, labels map[string]string) *appsv1.Deployment {
 	t.Helper()
 	d := testDeployment(h.ns, name, labels)
@@ -195,16 +214,9 @@ func TestBindingDeletionWithRealAPIServer(t *testing.T) {
 	h.waitDeploymentEnv(t, "web", []corev1.EnvVar{token})
 	h.waitReady(t, "gh", readyCondition{"True", duck.ReasonBindingAvailable})
 
-	if err := h.dyn.Resource(envBindingsGVR).Namespace(h.ns).Delete(context.Background(), "gh", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.deleteBinding(t, "gh")
 	h.waitDeploymentEnv(t, "web", nil)
-	eventually(t, "binding gone", func() (string, error) {
-		if _, err := h.binding(t, "gh"); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("get: %v", err), nil
-		}
-		return "", nil
-	})
+	h.waitDeleted(t, "gh")
 }
 
 // Scenario 5: two Bindings on one subject settle: the subject's generation
@@ -327,15 +339,8 @@ func TestBindingToMissingKindWithRealAPIServer(t *testing.T) {
 	h := startHarness(t)
 	h.createBinding(t, "lost", tracker.Reference{APIVersion: "nowhere.example.com/v1", Kind: "Ghost", Namespace: h.ns, Name: "x"}, "TOKEN", "t")
 	h.waitReady(t, "lost", readyCondition{"False", ReasonSubjectKindNotFound})
-	if err := h.dyn.Resource(envBindingsGVR).Namespace(h.ns).Delete(context.Background(), "lost", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "binding gone", func() (string, error) {
-		if _, err := h.binding(t, "lost"); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("get: %v", err), nil
-		}
-		return "", nil
-	})
+	h.deleteBinding(t, "lost")
+	h.waitDeleted(t, "lost")
 }
 
 // Scenario 9: fields no duck type knows survive both the reconciler's and
