@@ -3,10 +3,7 @@ package githubbinding
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -14,12 +11,9 @@ import (
 
 	"github.com/bindkit/bindkit/configmap"
 	"github.com/bindkit/bindkit/controller"
-	"github.com/bindkit/bindkit/controller/logging"
-	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/psbinding"
-	"github.com/bindkit/bindkit/tracker"
 )
 
 // Names the controller and webhook run under; config/ declares the same.
@@ -35,14 +29,6 @@ const (
 	WebhookPath = "/githubbindings"
 )
 
-// trackerLease is how long a Binding's interest in its subjects lasts
-// without a reconcile renewing it. Informers do not resync by default, so a
-// Binding nobody touches is not reconciled again: the lease must outlive
-// any quiet spell, or later subject changes would go unnoticed. A stale
-// registration (a subject the Binding no longer names) costs one no-op
-// reconcile per change of that subject.
-const trackerLease = 10 * 365 * 24 * time.Hour
-
 // NewController returns the Impl whose Reconciler, a
 // *psbinding.BaseReconciler, binds existing subjects of every
 // GithubBinding, and unbinds them when it is deleted. It reads the
@@ -52,7 +38,6 @@ const trackerLease = 10 * 365 * 24 * time.Hour
 // (leader election, or Impl.Promote for a single replica); promotion
 // enqueues every GithubBinding.
 func NewController(ctx context.Context, _ configmap.Watcher) *controller.Impl {
-	logger := logging.FromContext(ctx)
 	informer := injection.TypedInformerFor[v1alpha1.GithubBinding](ctx, v1alpha1.GroupVersionResource())
 	lister := informer.Lister()
 
@@ -62,35 +47,9 @@ func NewController(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		Get: func(namespace, name string) (psbinding.Bindable, error) {
 			return lister.Get(namespace, name)
 		},
-		DynamicClient: injection.DynamicClient(ctx),
-		Mapper:        injection.RESTMapper(ctx),
-		Recorder:      controller.NewEventRecorder(ctx, injection.KubeClient(ctx), newScheme(), ControllerName),
+		Recorder: controller.NewEventRecorder(ctx, injection.KubeClient(ctx), newScheme(), ControllerName),
 	}
-	impl := controller.NewImpl(r, logger, ControllerName)
-
-	r.Tracker = tracker.New(func(o tracker.Observer) { impl.EnqueueNamespacedName(o.NamespacedName) }, trackerLease)
-	// The cache goes outside the handler, so each subject informer gets the
-	// tracker's handler once, not once per reconcile; the informers start on
-	// a reconcile's first Get and stop when ctx ends.
-	r.Factory = &duck.CachedInformerFactory{
-		Stop: ctx.Done(),
-		Delegate: &duck.EnqueueInformerFactory{
-			Delegate: &duck.TypedInformerFactory{
-				Client: r.DynamicClient,
-				ConversionError: func(u *unstructured.Unstructured, err error) {
-					logger.Warn("subject left out of the cache", zap.Error(err))
-				},
-			},
-			EventHandler: psbinding.SubjectEventHandler(r.Tracker, func(err error) {
-				logger.Warn("subject event the tracker cannot read", zap.Error(err))
-			}),
-		},
-	}
-	r.PromoteFunc = psbinding.PromoteAll(listAll(lister), func(err error) {
-		logger.Error("list GithubBindings on promotion", zap.Error(err))
-	})
-
-	informer.Informer().AddEventHandler(controller.HandleAll(impl.Enqueue))
+	impl := psbinding.NewReconcilerImpl(ctx, ControllerName, r, informer.Informer(), listAll(lister))
 	return impl
 }
 

@@ -1,0 +1,82 @@
+package psbinding
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/controller/logging"
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/tracker"
+)
+
+// DefaultTrackerLease is how long a Binding's interest in its subjects
+// lasts without a reconcile renewing it. Informers do not resync by
+// default, so a Binding nobody touches is not reconciled again: the lease
+// must outlive any quiet spell, or later subject changes would go
+// unnoticed. A stale registration (a subject the Binding no longer names)
+// costs one no-op reconcile per change of that subject.
+const DefaultTrackerLease = 10 * 365 * 24 * time.Hour
+
+// NewReconcilerImpl completes r with what every Binding kind wires the same
+// way and returns the Impl, named name, that runs it:
+//
+//   - DynamicClient, Mapper and Recorder from ctx (package injection) when
+//     they are unset;
+//   - Tracker, which enqueues a Binding when a subject it names changes;
+//   - Factory, duck informers over the dynamic client that report every
+//     subject event to the tracker, started on first use and stopped when
+//     ctx ends (r.Shapes says where custom kinds keep their pod template);
+//   - PromoteFunc, so a new leader enqueues every Binding listAll lists;
+//   - a handler on bindings, the Bindings' own informer, that enqueues each
+//     changed Binding.
+//
+// Fields already set are kept, so a constructor written field by field, as
+// in knative's walkthrough, needs none of this.
+func NewReconcilerImpl(ctx context.Context, name string, r *BaseReconciler, bindings cache.SharedIndexInformer, listAll ListAll) *controller.Impl {
+	logger := logging.FromContext(ctx)
+	if r.DynamicClient == nil {
+		r.DynamicClient = injection.DynamicClient(ctx)
+	}
+	if r.Mapper == nil {
+		r.Mapper = injection.RESTMapper(ctx)
+	}
+	if r.Recorder == nil {
+		r.Recorder = controller.NewEventRecorder(ctx, injection.KubeClient(ctx), nil, name)
+	}
+	impl := controller.NewImpl(r, logger, name)
+	if r.Tracker == nil {
+		r.Tracker = tracker.New(func(o tracker.Observer) { impl.EnqueueNamespacedName(o.NamespacedName) }, DefaultTrackerLease)
+	}
+	if r.Factory == nil {
+		// The cache wraps the handler, so each subject informer gets the
+		// tracker's handler once, not once per reconcile.
+		r.Factory = &duck.CachedInformerFactory{
+			Stop: ctx.Done(),
+			Delegate: &duck.EnqueueInformerFactory{
+				Delegate: &duck.TypedInformerFactory{
+					Client: r.DynamicClient,
+					Shapes: r.Shapes,
+					ConversionError: func(u *unstructured.Unstructured, err error) {
+						logger.Warn("subject left out of the cache", zap.String("namespace", u.GetNamespace()), zap.String("name", u.GetName()), zap.Error(err))
+					},
+				},
+				EventHandler: SubjectEventHandler(r.Tracker, func(err error) {
+					logger.Warn("subject event the tracker cannot read", zap.Error(err))
+				}),
+			},
+		}
+	}
+	if r.PromoteFunc == nil {
+		r.PromoteFunc = PromoteAll(listAll, func(err error) {
+			logger.Error("list bindings on promotion", zap.String("controller", name), zap.Error(err))
+		})
+	}
+	bindings.AddEventHandler(controller.HandleAll(impl.Enqueue))
+	return impl
+}
