@@ -49,8 +49,7 @@ func NewController(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		},
 		Recorder: controller.NewEventRecorder(ctx, injection.KubeClient(ctx), newScheme(), ControllerName),
 	}
-	impl := psbinding.NewReconcilerImpl(ctx, ControllerName, r, informer.Informer(), listAll(lister))
-	return impl
+	return psbinding.NewReconcilerImpl(ctx, ControllerName, r, informer.Informer(), listAll(lister))
 }
 
 // NewWebhook returns the Impl of the admission controller: its Reconciler,
