@@ -49,3 +49,16 @@ generate:
 	DEEPCOPY_GEN=$$(cd $(TOOLS) && $(GO) tool -n deepcopy-gen) && \
 		$$DEEPCOPY_GEN --go-header-file hack/boilerplate.go.txt --output-file zz_generated.deepcopy.go $(GENERATE_PKGS)
 
+.PHONY: bench
+BENCH_COUNT ?= 6
+
+## bench: bindkit side by side with knative.dev/pkg and controller-runtime (see bench/RESULTS.md).
+bench:
+	@# The bench module has its own go.mod, so knative and controller-runtime
+	@# never become dependencies of the framework. A failed benchmark still
+	@# prints through tee, so the grep turns it into a failed target.
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./... | tee results.txt
+	@! grep -Eq '^(FAIL|--- FAIL|panic:)' bench/results.txt
+	cd bench && $(GO) tool benchstat -col /impl results.txt | tee benchstat.txt
+	@# bindkit alone, by number of Bindings: the index must keep n=10000 near n=10.
+	cd bench && $(GO) tool benchstat -filter '/impl:bindkit .name:Admit' -col /n results.txt | tee -a benchstat.txt

@@ -1,0 +1,385 @@
+package bench
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/bindkit/bindkit/certificates"
+	"github.com/bindkit/bindkit/webhook"
+)
+
+// clients is how many concurrent callers post AdmissionReviews, as the
+// kube-apiserver's many request goroutines do.
+const clients = 8
+
+// roundTripBindings are the Bindings both webhooks serve: ten selecting
+// other apps and one selecting the subject, all in bindingNamespace.
+var roundTripBindings = bindingSet{n: 10, match: matchSelector}
+
+// BenchmarkRoundTrip measures AdmissionReviews posted over HTTPS (TLS 1.3,
+// HTTP/1.1, kept-alive connections) on 127.0.0.1 by 8 concurrent clients:
+// bindkit's webhook server with the psbinding admission controller against
+// controller-runtime's webhook server with a Defaulter for appsv1.Deployment
+// that applies the same Bindings. The matching request is the subject of one
+// Binding and gets a patch; the non-matching one is a Deployment in the same
+// namespace that no Binding selects. ns/op is wall time divided by requests,
+// i.e. the inverse of throughput; req/s, p50-ns and p99-ns are reported too.
+func BenchmarkRoundTrip(b *testing.B) {
+	certs := newPKI(b)
+	requests := []struct {
+		name      string
+		subject   string
+		wantPatch bool
+	}{
+		{"matching", subjectName, true},
+		{"non-matching", "api", false},
+	}
+	servers := []struct {
+		name  string
+		start func(b *testing.B, pki *pki) (url string, stop func())
+	}{
+		{"bindkit", startBindkit},
+		{"controller-runtime", startControllerRuntime},
+	}
+	for _, rq := range requests {
+		body := admissionReview(b, rq.subject)
+		for _, srv := range servers {
+			b.Run(fmt.Sprintf("request=%s/impl=%s", rq.name, srv.name), func(b *testing.B) {
+				url, stop := srv.start(b, certs)
+				defer stop()
+				client := certs.client()
+				defer client.CloseIdleConnections()
+				runClients(b, client, url, body, rq.wantPatch)
+			})
+		}
+	}
+}
+
+// runClients sends b.N reviews from `clients` goroutines and reports
+// throughput and latency percentiles. The connections are opened before the
+// timer starts: the kube-apiserver keeps its connections to a webhook alive.
+func runClients(b *testing.B, client *http.Client, url string, body []byte, wantPatch bool) {
+	var warm sync.WaitGroup
+	warmErrs := make([]error, clients)
+	for i := range clients {
+		warm.Go(func() { _, warmErrs[i] = post(client, url, body, wantPatch) })
+	}
+	warm.Wait()
+	if err := errors.Join(warmErrs...); err != nil {
+		b.Fatal(err)
+	}
+
+	latencies := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N || failed.Load() != nil {
+					return
+				}
+				d, err := post(client, url, body, wantPatch)
+				if err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				latencies[i] = d
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	slices.Sort(latencies)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(latencies[len(latencies)/2]), "p50-ns")
+	b.ReportMetric(float64(latencies[len(latencies)*99/100]), "p99-ns")
+}
+
+// reviewResponse is the part of the AdmissionReview answer the clients check.
+type reviewResponse struct {
+	Response struct {
+		UID     string `json:"uid"`
+		Allowed bool   `json:"allowed"`
+		Patch   []byte `json:"patch"`
+	} `json:"response"`
+}
+
+// post sends one review and checks the answer: 200, the request's UID,
+// allowed, and a patch exactly when one is wanted.
+func post(client *http.Client, url string, body []byte, wantPatch bool) (time.Duration, error) {
+	start := time.Now()
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("POST %s: %s: %s", url, resp.Status, data)
+	}
+	var review reviewResponse
+	if err := json.Unmarshal(data, &review); err != nil {
+		return 0, fmt.Errorf("POST %s: decode %s: %w", url, data, err)
+	}
+	switch r := review.Response; {
+	case r.UID != reviewUID:
+		return 0, fmt.Errorf("POST %s: response uid %q, want %q", url, r.UID, reviewUID)
+	case !r.Allowed:
+		return 0, fmt.Errorf("POST %s: denied: %s", url, data)
+	case (len(r.Patch) > 0) != wantPatch:
+		return 0, fmt.Errorf("POST %s: patch present = %v, want %v: %s", url, len(r.Patch) > 0, wantPatch, data)
+	}
+	return d, nil
+}
+
+const reviewUID = "0f5e4c1a-6c1d-4a47-9a0e-5a1f3c2b7d10"
+
+// admissionReview is the body the kube-apiserver posts for a CREATE of the
+// realistic Deployment named name in bindingNamespace.
+func admissionReview(tb testing.TB, name string) []byte {
+	tb.Helper()
+	raw, err := json.Marshal(realisticDeployment(bindingNamespace, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req := deploymentRequest(bindingNamespace, raw)
+	req.Name = name
+	body, err := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  req,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return body
+}
+
+// pki is a CA and a serving certificate for 127.0.0.1 made by bindkit's
+// certificates package, served by both webhooks.
+type pki struct {
+	ca      *certificates.KeyPair
+	serving *certificates.KeyPair
+}
+
+func newPKI(tb testing.TB) *pki {
+	tb.Helper()
+	now := time.Now()
+	ca, err := certificates.GenerateCA("bench CA", now, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	serving, err := certificates.GenerateServingCert(ca, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, now, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &pki{ca: ca, serving: serving}
+}
+
+// client returns an HTTPS client that trusts the CA, speaks HTTP/1.1 (a
+// custom TLS config turns HTTP/2 off in net/http) and keeps one connection
+// per concurrent caller.
+func (p *pki) client() *http.Client {
+	pool := x509.NewCertPool()
+	pool.AddCert(p.ca.Cert)
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13},
+			MaxIdleConnsPerHost: clients,
+			MaxConnsPerHost:     clients,
+			DisableCompression:  true,
+		},
+	}
+}
+
+// startBindkit serves bindkit's psbinding admission controller with
+// webhook.Server on a loopback port, its certificate read from a Secret in
+// a lister as in a cluster.
+func startBindkit(b *testing.B, p *pki) (string, func()) {
+	keys := certificates.DefaultDataKeys()
+	secrets := corelisters.NewSecretLister(secretIndexer(b, map[string][]byte{
+		keys.CACert: p.ca.CertPEM, keys.ServerCert: p.serving.CertPEM, keys.ServerKey: p.serving.KeyPEM,
+	}))
+	ac := bindkitAdmission(b, roundTripBindings, secrets)
+	srv, err := webhook.New(webhook.Options{SecretName: secretName, GracePeriod: -1}, secrets.Secrets(systemNamespace), ac)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	return "https://" + ln.Addr().String() + ac.Path(), func() {
+		cancel()
+		if err := <-served; err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+// startControllerRuntime serves a Defaulter applying the same Bindings with
+// controller-runtime's webhook server, configured as its docs advise
+// (TLS 1.3 here, HTTP/2 off), its certificate read from files.
+func startControllerRuntime(b *testing.B, p *pki) (string, func()) {
+	dir := b.TempDir()
+	for name, data := range map[string][]byte{"tls.crt": p.serving.CertPEM, "tls.key": p.serving.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	port := freePort(b)
+	srv := crwebhook.NewServer(crwebhook.Options{
+		Host:    "127.0.0.1",
+		Port:    port,
+		CertDir: dir,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+			c.MinVersion = tls.VersionTLS13
+			c.NextProtos = []string{"http/1.1"}
+		}},
+	})
+	scheme := runtime.NewScheme()
+	if err := appsv1.AddToScheme(scheme); err != nil {
+		b.Fatal(err)
+	}
+	srv.Register("/bindings", admission.WithDefaulter(scheme, newCRDefaulter(roundTripBindings)))
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- srv.Start(ctx) }()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	stop := func() {
+		cancel()
+		if err := <-started; err != nil {
+			b.Error(err)
+		}
+	}
+	if err, exited := waitTLS(addr, p, started); err != nil {
+		if !exited {
+			stop()
+		}
+		b.Fatal(err)
+	}
+	return "https://" + addr + "/bindings", stop
+}
+
+// crDefaulter is the hand-written equivalent of the Bindings for
+// controller-runtime: the Bindings of each namespace, applied in name order
+// to the Deployments they select.
+type crDefaulter struct {
+	byNamespace map[string][]crBinding
+}
+
+type crBinding struct {
+	name     string
+	subject  string
+	selector labels.Selector
+	spec     bindingSpec
+}
+
+func newCRDefaulter(set bindingSet) *crDefaulter {
+	d := &crDefaulter{byNamespace: map[string][]crBinding{}}
+	for _, def := range set.defs() {
+		cb := crBinding{name: def.name, subject: def.subject, spec: def.spec}
+		if def.selector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(def.selector)
+			if err != nil {
+				panic(err) // the fixtures' selectors are valid
+			}
+			cb.selector = sel
+		}
+		d.byNamespace[bindingNamespace] = append(d.byNamespace[bindingNamespace], cb)
+	}
+	for _, list := range d.byNamespace {
+		slices.SortFunc(list, func(a, b crBinding) int { return cmp.Compare(a.name, b.name) })
+	}
+	return d
+}
+
+// Default implements admission.Defaulter.
+func (d *crDefaulter) Default(_ context.Context, obj *appsv1.Deployment) error {
+	for _, b := range d.byNamespace[obj.Namespace] {
+		if (b.subject != "" && b.subject == obj.Name) || (b.selector != nil && b.selector.Matches(labels.Set(obj.Labels))) {
+			b.spec.do(&obj.Spec.Template.Spec)
+		}
+	}
+	return nil
+}
+
+// freePort returns a loopback port nothing listens on right now; the
+// controller-runtime server takes a port number, not a listener.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// waitTLS waits until addr answers an HTTPS request, or the server fails
+// to start; exited says the server's Start has returned. A whole request,
+// not a bare handshake, so that no half-finished handshake is left for the
+// server to log.
+func waitTLS(addr string, p *pki, started <-chan error) (err error, exited bool) {
+	client := p.client()
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client.Get("https://" + addr + "/")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close(), false
+		}
+		select {
+		case serr := <-started:
+			return fmt.Errorf("controller-runtime webhook server on %s: %v", addr, serr), true
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("controller-runtime webhook server on %s not serving: %w", addr, err), false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
