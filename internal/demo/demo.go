@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -74,7 +73,7 @@ func Run(ctx context.Context, out io.Writer, env *testenv.Environment, opts Opti
 	if err := d.build(ctx, binary); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return err
 	}
@@ -420,13 +419,4 @@ func (d *demo) poll(ctx context.Context, what string, check func(context.Context
 		return fmt.Errorf("waiting for %s: %w (last: %s)", what, err, last)
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

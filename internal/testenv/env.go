@@ -319,6 +319,16 @@ func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
 	return path, nil
 }
 
+// FreePort asks the kernel for a free port on 127.0.0.1, for a server a
+// test or the demo starts beside the control plane (a webhook, say).
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
 // freePorts asks the kernel for n distinct free ports on 127.0.0.1.
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
