@@ -58,12 +58,17 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 		})
 		return impl
 	}
-	done := make(chan error, 1)
-	go func() { done <- MainWithContext(ctx, "it", inAppNS, newDenierController("/deny")) }()
+	// exited is closed, not sent on, so every wait below sees the return.
+	var mainErr error
+	exited := make(chan struct{})
+	go func() {
+		mainErr = MainWithContext(ctx, "it", inAppNS, newDenierController("/deny"))
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(time.Minute):
 		}
 		if t.Failed() {
@@ -74,8 +79,8 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 	var secret *corev1.Secret
 	poll(t, "certificates Secret appears", func(ctx context.Context) (bool, error) {
 		select {
-		case err := <-done:
-			return false, fmt.Errorf("MainWithContext returned early: %w", err)
+		case <-exited:
+			return false, fmt.Errorf("MainWithContext returned early: %w", mainErr)
 		default:
 		}
 		s, err := kube.CoreV1().Secrets(systemNS).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{})
@@ -121,9 +126,9 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 	client.Transport.(*http.Transport).CloseIdleConnections()
 	cancel()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("MainWithContext after cancel = %v, want nil", err)
+	case <-exited:
+		if mainErr != nil {
+			t.Fatalf("MainWithContext after cancel = %v, want nil", mainErr)
 		}
 	case <-time.After(45 * time.Second):
 		t.Fatal("MainWithContext did not return within 45s of cancellation")
