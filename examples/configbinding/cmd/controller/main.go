@@ -1,5 +1,3 @@
-// Command controller runs the ConfigBinding controller and its admission
-// webhook in one process.
 package main
 
 import (
