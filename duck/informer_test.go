@@ -209,3 +209,31 @@ func TestEnqueueInformerFactory(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// TestTypedInformerFactoryDropsManagedFields: the cache keeps what a Binding
+// can use; managedFields, a quarter of a workload's size, stay out.
+func TestTypedInformerFactoryDropsManagedFields(t *testing.T) {
+	doc := deploymentDoc(t)
+	doc["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{
+		"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+		"fieldsV1": map[string]any{"f:spec": map[string]any{}},
+	}}
+	factory := &duck.CachedInformerFactory{Delegate: &duck.TypedInformerFactory{Client: fakeDynamic(t, doc)}, Stop: t.Context().Done()}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, lister, err := factory.Get(ctx, deploymentsGVR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := lister.ByNamespace("shop").Get("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := obj.(*duck.WithPod)
+	if len(w.ManagedFields) != 0 {
+		t.Errorf("cached WithPod keeps %d managedFields entries", len(w.ManagedFields))
+	}
+	if w.Name != "web" || len(w.Spec.Template.Spec.Containers) == 0 {
+		t.Errorf("the rest of the object was lost: %+v", w.ObjectMeta)
+	}
+}
