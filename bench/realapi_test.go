@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/bindkit/bindkit/internal/fixtures"
 	"github.com/bindkit/bindkit/internal/testenv"
 )
 
@@ -63,7 +64,7 @@ func createDeployments(ctx context.Context, kube kubernetes.Interface, ns string
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				d := realisticDeployment(ns, fmt.Sprintf("d-%05d", i))
+				d := fixtures.RealisticDeployment(ns, fmt.Sprintf("d-%05d", i))
 				for k, v := range extraLabels {
 					d.Labels[k] = v
 				}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/internal/fixtures"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/tracker"
 )
@@ -264,7 +265,7 @@ func floorPatch(ctx context.Context, kube kubernetes.Interface, deps []*appsv1.D
 // resourceVersion test) equals floorOps, as JSON.
 func checkFloorOps(b *testing.B) {
 	b.Helper()
-	d := realisticDeployment("ns", "d-00000")
+	d := fixtures.RealisticDeployment("ns", "d-00000")
 	d.ResourceVersion = "42"
 	raw, err := json.Marshal(d)
 	if err != nil {

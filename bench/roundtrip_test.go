@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/bindkit/bindkit/certificates"
+	"github.com/bindkit/bindkit/internal/fixtures"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -177,7 +178,7 @@ const reviewUID = "0f5e4c1a-6c1d-4a47-9a0e-5a1f3c2b7d10"
 // realistic Deployment named name in bindingNamespace.
 func admissionReview(tb testing.TB, name string) []byte {
 	tb.Helper()
-	raw, err := json.Marshal(realisticDeployment(bindingNamespace, name))
+	raw, err := json.Marshal(fixtures.RealisticDeployment(bindingNamespace, name))
 	if err != nil {
 		tb.Fatal(err)
 	}

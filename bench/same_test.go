@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/bindkit/bindkit/internal/fixtures"
 )
 
 // TestSameMutation proves the comparison is fair: for every scenario the
@@ -31,7 +33,7 @@ func TestSameMutation(t *testing.T) {
 			raw := deploymentRaw(t, sc.namespace)
 			req := deploymentRequest(sc.namespace, raw)
 
-			want := realisticDeployment(sc.namespace, subjectName)
+			want := fixtures.RealisticDeployment(sc.namespace, subjectName)
 			if sc.wantPatch {
 				newBindingSpec("match").do(&want.Spec.Template.Spec)
 			}
