@@ -18,11 +18,11 @@ demo: tools
 test: tools vet
 	$(GO) test -race -count=1 ./...
 
-## tools: build kube-apiserver and etcd into bin/ (first time ~7 min on 2 cores).
+## tools: build kube-apiserver and etcd into bin/ (first time ~10 min on 2 cores).
 tools: $(BIN)/kube-apiserver $(BIN)/etcd
 
 $(BIN)/kube-apiserver: $(TOOLS_INPUTS)
-	@echo "building kube-apiserver from the Go module proxy (first time: about 7 minutes on 2 cores)"
+	@echo "building kube-apiserver from the Go module proxy (first time: about 10 minutes on 2 cores)"
 	cd $(TOOLS) && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
 $(BIN)/etcd: $(TOOLS_INPUTS)
