@@ -185,6 +185,9 @@ func (ac *AdmissionController) subjectResources(bindings []Bindable) []schema.Gr
 	var out []schema.GroupVersionResource
 	for _, b := range bindings {
 		ref, _, _ := subjectOfBindable(b)
+		if checkSubjectNamespace(b.GetNamespace(), b.GetName(), ref) != nil {
+			continue // never applied, so never a reason to call the webhook
+		}
 		gvk, err := ref.GroupVersionKind()
 		if err != nil || ref.Kind == "" || seen[gvk.GroupKind()] {
 			continue

@@ -36,16 +36,19 @@ type SubResourcesReconcilerInterface interface {
 
 // Reasons of the Ready condition the BaseReconciler sets.
 const (
-	ReasonSubjectInvalid        = "SubjectInvalid"
-	ReasonSubjectKindNotFound   = "SubjectKindNotFound"
-	ReasonSubjectsUnavailable   = "SubjectsUnavailable"
-	ReasonSubjectPatchFailed    = "SubjectPatchFailed"
-	ReasonSubResourcesFailed    = "SubResourcesFailed"
-	ReasonBoundAtAdmissionOnly  = "BoundAtAdmissionOnly"
-	ReasonNamespaceLabelFailed  = "NamespaceLabelFailed"
-	reasonFinalizerUpdateFailed = "FinalizerUpdateFailed"
-	reasonStatusUpdateFailed    = "StatusUpdateFailed"
-	reasonUnbindFailed          = "UnbindFailed"
+	ReasonSubjectInvalid = "SubjectInvalid"
+	// ReasonSubjectOutsideNamespace: the subject reference names another
+	// namespace than the Binding's (see NamespaceError).
+	ReasonSubjectOutsideNamespace = "SubjectOutsideNamespace"
+	ReasonSubjectKindNotFound     = "SubjectKindNotFound"
+	ReasonSubjectsUnavailable     = "SubjectsUnavailable"
+	ReasonSubjectPatchFailed      = "SubjectPatchFailed"
+	ReasonSubResourcesFailed      = "SubResourcesFailed"
+	ReasonBoundAtAdmissionOnly    = "BoundAtAdmissionOnly"
+	ReasonNamespaceLabelFailed    = "NamespaceLabelFailed"
+	reasonFinalizerUpdateFailed   = "FinalizerUpdateFailed"
+	reasonStatusUpdateFailed      = "StatusUpdateFailed"
+	reasonUnbindFailed            = "UnbindFailed"
 )
 
 // DefaultPatchConcurrency bounds how many subjects one reconcile patches at

@@ -240,6 +240,18 @@ func TestBaseReconcilerConditions(t *testing.T) {
 		wantReady: readyCondition{"False", ReasonBoundAtAdmissionOnly},
 		wantErr:   func(err error) bool { return err == nil },
 	}, {
+		name:      "a subject in another namespace is refused, by name",
+		subject:   deploymentRef("other", "web", nil),
+		objects:   []runtime.Object{testDeployment("other", "web", nil)},
+		wantReady: readyCondition{"False", ReasonSubjectOutsideNamespace},
+		wantErr:   controller.IsPermanentError,
+	}, {
+		name:      "a subject in another namespace is refused, by selector",
+		subject:   deploymentRef("other", "", matchLabels("app", "web")),
+		objects:   []runtime.Object{testDeployment("other", "web", map[string]string{"app": "web"})},
+		wantReady: readyCondition{"False", ReasonSubjectOutsideNamespace},
+		wantErr:   controller.IsPermanentError,
+	}, {
 		name:      "named subject not created yet is fine",
 		subject:   deploymentRef("ns", "later", nil),
 		wantReady: readyCondition{"True", duck.ReasonBindingAvailable},
@@ -255,6 +267,9 @@ func TestBaseReconcilerConditions(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantReady, ready(f.binding(t, "ns", "gh"))); diff != "" {
 				t.Errorf("Ready (-want +got):\n%s", diff)
+			}
+			if got := f.writes("deployments"); len(got) > 0 {
+				t.Errorf("subjects written: %v", got)
 			}
 		})
 	}

@@ -45,6 +45,9 @@ func (r *BaseReconciler) resolveSubject(ctx context.Context, b Bindable) (tracke
 		err = fmt.Errorf("subject %s: %w", ref, err)
 		return ref, schema.GroupVersionResource{}, &unavailableError{reason: ReasonSubjectInvalid, err: err, retry: controller.NewPermanentError(err)}
 	}
+	if err := checkSubjectNamespace(b.GetNamespace(), b.GetName(), ref); err != nil {
+		return ref, schema.GroupVersionResource{}, &unavailableError{reason: ReasonSubjectOutsideNamespace, err: err, retry: controller.NewPermanentError(err)}
+	}
 	gvk, _ := ref.GroupVersionKind()
 	mapping, err := r.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
