@@ -23,11 +23,11 @@ import (
 	"github.com/bindkit/bindkit/webhook"
 )
 
-// TestMainWithContextWithRealAPIServer runs the shared main against the real
+// TestRunWithRealAPIServer runs the shared main against the real
 // kube-apiserver, as a binary would: clients from a kubeconfig file, a
 // controller of ConfigMaps in one namespace and an admission controller,
 // without leader election.
-func TestMainWithContextWithRealAPIServer(t *testing.T) {
+func TestRunWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	start := time.Now()
@@ -62,7 +62,7 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 	var mainErr error
 	exited := make(chan struct{})
 	go func() {
-		mainErr = MainWithContext(ctx, "it", inAppNS, newDenierController("/deny"))
+		mainErr = Run(ctx, "it", inAppNS, newDenierController("/deny"))
 		close(exited)
 	}()
 	t.Cleanup(func() {
@@ -80,7 +80,7 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 	poll(t, "certificates Secret appears", func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
-			return false, fmt.Errorf("MainWithContext returned early: %w", mainErr)
+			return false, fmt.Errorf("Run returned early: %w", mainErr)
 		default:
 		}
 		s, err := kube.CoreV1().Secrets(systemNS).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{})
@@ -128,15 +128,15 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 	select {
 	case <-exited:
 		if mainErr != nil {
-			t.Fatalf("MainWithContext after cancel = %v, want nil", mainErr)
+			t.Fatalf("Run after cancel = %v, want nil", mainErr)
 		}
 	case <-time.After(45 * time.Second):
-		t.Fatal("MainWithContext did not return within 45s of cancellation")
+		t.Fatal("Run did not return within 45s of cancellation")
 	}
 	step("returned")
 	if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 		conn.Close()
-		t.Errorf("webhook port %d still accepts connections after MainWithContext returned", port)
+		t.Errorf("webhook port %d still accepts connections after Run returned", port)
 	}
 }
 
