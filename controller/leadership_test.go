@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -19,6 +20,8 @@ import (
 type skipper struct {
 	controller.LeaderAwareFuncs
 
+	onSkip func() // called, if set, after each skip
+
 	mu     sync.Mutex
 	writes map[string]int
 	skips  map[string]int
@@ -28,12 +31,16 @@ func newSkipper() *skipper { return &skipper{writes: map[string]int{}, skips: ma
 
 func (s *skipper) Reconcile(_ context.Context, key string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.IsLeader() {
 		s.skips[key]++
+		s.mu.Unlock()
+		if s.onSkip != nil {
+			s.onSkip()
+		}
 		return nil
 	}
 	s.writes[key]++
+	s.mu.Unlock()
 	return nil
 }
 
@@ -111,27 +118,38 @@ func TestKeysSeenAsFollowerAreReconciledOnPromotion(t *testing.T) {
 	}
 }
 
-// TestPromotionRightAfterRunLosesNoKey is the start-up race of a single
-// replica (sharedmain under --disable-ha): keys from the informers' first
-// list are queued before Run, and Promote comes while the workers are
-// already taking them. Every key must end up written, whichever side of
-// the promotion its reconcile fell on.
-func TestPromotionRightAfterRunLosesNoKey(t *testing.T) {
+// TestPromotionDuringTheFirstReconcilesLosesNoKey is the start-up race of
+// a replica: keys from the informers' first list are queued before Run,
+// and the promotion (from another goroutine, as the elector's, or right
+// after Run under --disable-ha) lands while the workers are taking them.
+// Every key must end up written, whichever side of the promotion its
+// reconcile fell on.
+func TestPromotionDuringTheFirstReconcilesLosesNoKey(t *testing.T) {
 	all := keys(300)
-	for attempt := range 20 {
-		t.Run(fmt.Sprint(attempt), func(t *testing.T) {
-			r := newSkipper()
-			impl := controller.NewImpl(r, nil, "race")
-			for _, key := range all {
-				impl.EnqueueKey(key)
-			}
-			stop := run(t, impl, 2)
-			impl.Promote()
-			eventually(t, "every key written", func() bool { return len(r.written()) == len(all) })
-			if err := stop(); err != nil {
-				t.Fatalf("Run: %v", err)
-			}
-		})
+	for _, after := range []int{0, 1, 150, 299, 300} {
+		for attempt := range 5 {
+			t.Run(fmt.Sprintf("after %d skips/%d", after, attempt), func(t *testing.T) {
+				r := newSkipper()
+				impl := controller.NewImpl(r, nil, "race")
+				var skipped atomic.Int64
+				r.onSkip = func() {
+					if skipped.Add(1) == int64(after) {
+						go impl.Promote()
+					}
+				}
+				for _, key := range all {
+					impl.EnqueueKey(key)
+				}
+				stop := run(t, impl, 2)
+				if after == 0 {
+					impl.Promote()
+				}
+				eventually(t, "every key written", func() bool { return len(r.written()) == len(all) })
+				if err := stop(); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+			})
+		}
 	}
 }
 
