@@ -141,7 +141,7 @@ func TestRunWithRealAPIServer(t *testing.T) {
 	}
 }
 
-func createNamespace(t *testing.T, kube kubernetes.Interface, prefix string) string {
+func createNamespace(t testing.TB, kube kubernetes.Interface, prefix string) string {
 	t.Helper()
 	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix},
