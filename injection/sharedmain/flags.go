@@ -8,11 +8,13 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/bindkit/bindkit/webhook"
 )
@@ -29,10 +31,11 @@ type Flags struct {
 	// Kubeconfig is a kubeconfig file (--kubeconfig). When it and
 	// $KUBECONFIG are empty, the in-cluster configuration is used.
 	Kubeconfig string
-	// Server overrides the API server URL (--server).
+	// Server overrides the API server URL (--server), an http or https URL;
+	// empty, the default, keeps the configuration's.
 	Server string
-	// DisableHA turns leader election off (--disable-ha): every controller
-	// is promoted at once, as for a single replica.
+	// DisableHA turns leader election off (--disable-ha, default false):
+	// every controller is promoted at once, as for a single replica.
 	DisableHA bool
 	// WebhookAddress is the host the webhook listens on (--webhook-address);
 	// empty means all interfaces.
@@ -41,8 +44,8 @@ type Flags struct {
 	// webhook.DefaultPort).
 	WebhookPort int
 	// WebhookIPSANs are IP addresses added to the serving certificate
-	// (--webhook-ip-sans, comma-separated), for a webhook reached by IP out
-	// of cluster, e.g. 127.0.0.1.
+	// (--webhook-ip-sans, comma-separated, default none), for a webhook
+	// reached by IP out of cluster, e.g. 127.0.0.1.
 	WebhookIPSANs []net.IP
 	// WebhookGracePeriod is how long the webhook keeps serving, unready,
 	// after shutdown begins (--webhook-grace-period, default
@@ -162,6 +165,14 @@ func (f Flags) Validate() error {
 
 func (f Flags) validate() error {
 	var errs []error
+	if f.Server != "" {
+		if u, err := url.Parse(f.Server); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--server %q: not an http or https URL with a host", f.Server))
+		}
+	}
+	if a := f.WebhookAddress; a != "" && net.ParseIP(a) == nil && len(validation.IsDNS1123Subdomain(a)) > 0 {
+		errs = append(errs, fmt.Errorf("--webhook-address %q: not an IP address or host name (the port is --webhook-port)", a))
+	}
 	for _, p := range []struct {
 		name string
 		port int

@@ -118,9 +118,14 @@ func TestFlagsValidate(t *testing.T) {
 		{name: "zero value", flags: Flags{}},
 		{name: "defaults", flags: DefaultFlags()},
 		{name: "throttling and resync off", flags: Flags{KubeAPIQPS: -1, ResyncPeriod: -1}},
+		{name: "host names and URLs", flags: Flags{Server: "https://api.example.com:6443", WebhookAddress: "localhost"}},
+		{name: "IPv6 address", flags: Flags{WebhookAddress: "::1"}},
 		{name: "everything wrong", flags: Flags{
+			Server: "api.example.com:6443", WebhookAddress: "127.0.0.1:8443",
 			WebhookPort: 70000, ProbePort: -1, KubeAPIQPS: math.Inf(1), KubeAPIBurst: -1, ResyncPeriod: time.Millisecond,
 		}, want: []string{
+			`--server "api.example.com:6443": not an http or https URL with a host`,
+			`--webhook-address "127.0.0.1:8443": not an IP address or host name (the port is --webhook-port)`,
 			"--webhook-port 70000 out of range 1-65535",
 			"--probe-port -1 out of range 1-65535",
 			"--kube-api-qps +Inf: not a finite number of requests per second",
