@@ -9,11 +9,23 @@
 //
 // Main parses the command line with a flag set of its own (ParseFlags:
 // --kubeconfig, --server, --disable-ha, --webhook-address, --webhook-port,
-// --webhook-ip-sans, --webhook-grace-period, --probe-port), stops on SIGINT
-// or SIGTERM and exits with a status that says how it ended.
-// MainWithContext does the same work for a test: settings come from the
-// context (WithFlags, WithLogLevel, WithLogOutput) and it returns when the
-// context ends.
+// --webhook-ip-sans, --webhook-grace-period, --probe-port, --kube-api-qps,
+// --kube-api-burst, --resync-period; each is a field of Flags), stops on
+// SIGINT or SIGTERM and exits with a status that says how it ended.
+// MainWithContext, shaped like knative's, takes its settings from the
+// context (WithFlags, WithLogLevel, WithLogOutput), returns when the context
+// ends and exits 1 when the process fails, so a caller that ignores it
+// still ends with the right status. Run does the same work and returns the
+// error instead, for tests.
+//
+// # API clients
+//
+// Each client the process builds is rate-limited to --kube-api-qps
+// requests a second with bursts of --kube-api-burst (DefaultKubeAPIQPS and
+// DefaultKubeAPIBurst say why these defaults): high enough that binding
+// thousands of subjects is never slowed, finite so that a runaway loop is
+// capped. Informers replay every object every --resync-period
+// (DefaultResyncPeriod), which heals any missed event.
 //
 // # What runs
 //
