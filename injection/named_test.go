@@ -46,7 +46,9 @@ func TestNamedKubeInformerFactoryWithRealAPIServer(t *testing.T) {
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
+	})
 
 	limited := rest.CopyConfig(env.Config)
 	limited.Impersonate = rest.ImpersonationConfig{UserName: user}

@@ -154,7 +154,9 @@ func TestNewAdmissionControllerNamesMissingFields(t *testing.T) {
 // namespaceSelector names the namespaces where a Binding of the kind can
 // apply, and nothing else.
 func TestAdmissionControllerCallsWebhookOnlyWhereBindingsApply(t *testing.T) {
-	byName := func(ns, name string) Bindable { return newEnvBinding(ns, name, deploymentRef("", "web", nil), "A", "1") }
+	byName := func(ns, name string) Bindable {
+		return newEnvBinding(ns, name, deploymentRef("", "web", nil), "A", "1")
+	}
 	tests := []struct {
 		name      string
 		bindings  []Bindable
