@@ -33,12 +33,16 @@ func TestParseFlags(t *testing.T) {
 			name: "everything",
 			args: []string{"--kubeconfig=/k", "--server", "https://api:6443", "--disable-ha",
 				"--webhook-address=127.0.0.1", "--webhook-port=9443", "--webhook-ip-sans=127.0.0.1, ::1",
-				"--webhook-grace-period=2s", "--probe-port=9090"},
+				"--webhook-grace-period=2s", "--probe-port=9090",
+				"--webhook-ca-validity=10h", "--webhook-ca-rotate-before=5h", "--webhook-cert-validity=3h",
+				"--webhook-cert-rotate-before=1h", "--webhook-kube-namespaces"},
 			want: Flags{
 				Kubeconfig: "/k", Server: "https://api:6443", DisableHA: true,
 				WebhookAddress: "127.0.0.1", WebhookPort: 9443,
 				WebhookIPSANs:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
 				WebhookGracePeriod: 2 * time.Second, ProbePort: 9090,
+				WebhookCAValidity: 10 * time.Hour, WebhookCARotateBefore: 5 * time.Hour,
+				WebhookCertValidity: 3 * time.Hour, WebhookCertRotateBefore: time.Hour, WebhookKubeNamespaces: true,
 			},
 		},
 		{
