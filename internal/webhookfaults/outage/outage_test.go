@@ -123,7 +123,7 @@ func TestRotationResumesAfterSecretWriteOutageWithRealAPIServer(t *testing.T) {
 		}
 		watching.Wait()
 	}()
-	load := h.StartLoad(ns, "outage", 8)
+	load := h.StartLoad(ns, "outage", 4)
 	defer load.Stop()
 
 	// 1. Scheduled rotations: one CA rotation, and the serving certificate
