@@ -98,6 +98,7 @@ func StartController(env *testenv.Environment, binary string, port int, args ...
 	}, args...)...)
 	cmd.Env = append(os.Environ(), "SYSTEM_NAMESPACE="+SystemNamespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start controller: %w", err)
