@@ -96,11 +96,10 @@ func newInformerSet(ctx context.Context, clients Clients, o *options) *InformerS
 		return informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.resync, opts...)
 	}
 	s.duck = &duck.CachedInformerFactory{
-		Delegate: &duck.TypedInformerFactory{
-			Client:          clients.Dynamic,
-			Shapes:          o.shapes,
-			ResyncPeriod:    o.resync,
-			ConversionError: s.logConversionError,
+		Delegate: &duck.MetadataInformerFactory{
+			Client:       clients.Metadata,
+			Mapper:       clients.RESTMapper,
+			ResyncPeriod: o.resync,
 		},
 		Stop: life.Done(),
 	}
@@ -167,8 +166,10 @@ func (s *InformerSet) kubeFactories() []informers.SharedInformerFactory {
 	return out
 }
 
-// DuckInformerFactory returns the set's duck informer factory, whose
-// informers stop with the set.
+// DuckInformerFactory returns the set's subject cache: one slim metadata
+// informer per resource (duck.MetadataInformerFactory), shared by every
+// Binding kind of the process, started on first Get and stopped with the
+// set.
 func (s *InformerSet) DuckInformerFactory() duck.InformerFactory { return s.duck }
 
 // typedInformer returns the entry for key, creating it with build on first

@@ -76,6 +76,11 @@ type AdmissionConfig struct {
 	Shapes duck.Shapes
 	// Logger receives index and configuration problems. Default: none.
 	Logger *zap.Logger
+	// BindingResource is the Bindings' resource, under which admission
+	// records what it applied in each subject's duck.BoundAnnotation (the
+	// record the reconciler reads to know what a Binding bound). Default:
+	// found through Mapper from the kind of the listed Bindings.
+	BindingResource schema.GroupResource
 }
 
 // AdmissionController binds subjects as they are created or updated. It is
@@ -134,6 +139,9 @@ func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionController, error) {
 	ac.shapes = cfg.Shapes
 	ac.withContext = cfg.WithContext
 	ac.excludedNamespace = cfg.SystemNamespace
+	if !cfg.BindingResource.Empty() {
+		ac.resource.Store(&cfg.BindingResource)
+	}
 	ac.PromoteFunc = func(enqueue func(string)) { enqueue(ac.Key()) }
 	return ac, nil
 }
@@ -159,6 +167,7 @@ func (ac *AdmissionController) Reconcile(ctx context.Context, _ string) error {
 	if err != nil {
 		return fmt.Errorf("admission controller %s: list bindings: %w", ac.cfg.ConfigurationName, err)
 	}
+	ac.learnResource(bindings)
 	for _, err := range ac.setIndex(bindings) {
 		// The Binding's own reconciler reports this on its status.
 		ac.cfg.Logger.Info("binding left out of the admission index", zap.Error(err))
@@ -167,6 +176,28 @@ func (ac *AdmissionController) Reconcile(ctx context.Context, _ string) error {
 		return nil
 	}
 	return ac.reconcileConfiguration(ctx, bindings)
+}
+
+// learnResource finds the Bindings' resource from the kind of the first
+// Binding that carries one, once.
+func (ac *AdmissionController) learnResource(bindings []Bindable) {
+	if ac.resource.Load() != nil {
+		return
+	}
+	for _, b := range bindings {
+		gvk := b.GetObjectKind().GroupVersionKind()
+		if gvk.Kind == "" {
+			continue
+		}
+		mapping, err := ac.cfg.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			ac.cfg.Logger.Warn("cannot map the Bindings' kind; admission does not record what it binds", zap.Stringer("kind", gvk), zap.Error(err))
+			return
+		}
+		gr := mapping.Resource.GroupResource()
+		ac.resource.Store(&gr)
+		return
+	}
 }
 
 // String names the configuration the controller programs, for logs.

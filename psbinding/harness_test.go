@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/certificates"
@@ -102,10 +103,10 @@ func startHarness(t *testing.T) *harness {
 
 	var reconcilerImpl *controller.Impl
 	trk := tracker.New(func(o tracker.Observer) { reconcilerImpl.EnqueueNamespacedName(o.NamespacedName) }, time.Hour)
-	factory := &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.EnqueueInformerFactory{
-		Delegate:     &duck.TypedInformerFactory{Client: h.dyn},
+	factory := &duck.EnqueueInformerFactory{
+		Delegate:     &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.MetadataInformerFactory{Client: metadata.NewForConfigOrDie(env.Config), Mapper: mapper}},
 		EventHandler: SubjectEventHandler(trk, func(err error) { t.Errorf("tracker: %v", err) }),
-	}}
+	}
 	r := &BaseReconciler{
 		GVR: envBindingsGVR, Get: get, DynamicClient: h.dyn, Factory: factory, Mapper: mapper, Tracker: trk,
 		Recorder: controller.NewEventRecorder(ctx, h.kube, nil, "envbindings"),

@@ -156,6 +156,7 @@ func NewContextWithOptions(t testing.TB, opts Options, objects ...runtime.Object
 	ctx, set, err := injection.NewWithClients(ctx, injection.Clients{
 		Kube:       fakes.Kube,
 		Dynamic:    fakes.Dynamic,
+		Metadata:   MetadataFromDynamic(fakes.Dynamic),
 		RESTMapper: mapper,
 	}, opts.InjectionOptions...)
 	if err != nil {
