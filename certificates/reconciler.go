@@ -44,6 +44,9 @@ type Reconciler struct {
 	// warnedSerial is the serving certificate Observe last reported as
 	// overdue, so the report is made once per certificate.
 	warnedSerial string
+	// lastWaiting is the last reason to wait that was logged, so a wait is
+	// logged once, not on every poll.
+	lastWaiting string
 }
 
 // ReconcilerOption configures a Reconciler beyond its Options.
@@ -181,10 +184,19 @@ func (r *Reconciler) reconcile(ctx context.Context) (time.Duration, error) {
 			return 0, fmt.Errorf("update: %w", err)
 		}
 		r.logger.Info("updated certificate secret", plan.fields(r.key)...)
-	case plan.waiting != "":
-		r.logger.Debug("waiting before signing under the new CA", plan.fields(r.key)...)
+	case plan.waiting != "" && r.firstWait(plan.waiting):
+		r.logger.Info("waiting before signing under the new CA", plan.fields(r.key)...)
 	}
 	return plan.next.Sub(now), nil
+}
+
+// firstWait reports whether reason differs from the last one logged.
+func (r *Reconciler) firstWait(reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := reason != r.lastWaiting
+	r.lastWaiting = reason
+	return first
 }
 
 // get returns the Secret, or nil when it does not exist.
