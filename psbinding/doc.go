@@ -75,8 +75,14 @@
 // namespace/name, so the same inputs always give the same patch and the
 // webhook never fights the reconciler. On the leader, the same reconcile
 // programs the MutatingWebhookConfiguration: rules for the subjects' main
-// resources, the CA bundle, the handler path, and namespace and object
-// selectors in exclusion (ExcludeLabel) or inclusion (IncludeLabel) mode,
-// with the system namespace always excluded. NewAdmissionController builds
-// it from a context; NewAdmissionReconciler from an explicit AdmissionConfig.
+// resources, the CA bundle (it is the one writer of caBundle, and the
+// certificates.Publisher the certificates reconciler waits for), the
+// handler path, and namespace and object selectors that let the
+// kube-apiserver call the webhook only in the namespaces holding a Binding
+// of the kind (never the system namespace, nor KubeNamespaces unless opted
+// in), minus those labelled ExcludeLabel, and in inclusion mode only those
+// labelled IncludeLabel. It watches the configuration and restores what it
+// owns within seconds of an edit, keeping what the administrator owns.
+// NewAdmissionController builds it from a context; NewAdmissionReconciler
+// from an explicit AdmissionConfig.
 package psbinding

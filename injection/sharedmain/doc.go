@@ -9,14 +9,17 @@
 //
 // Main parses the command line with a flag set of its own (ParseFlags:
 // --kubeconfig, --server, --disable-ha, --webhook-address, --webhook-port,
-// --webhook-ip-sans, --webhook-grace-period, --probe-port, --kube-api-qps,
-// --kube-api-burst, --resync-period; each is a field of Flags), stops on
-// SIGINT or SIGTERM and exits with a status that says how it ended.
-// MainWithContext, shaped like knative's, takes its settings from the
-// context (WithFlags, WithLogLevel, WithLogOutput), returns when the context
-// ends and exits 1 when the process fails, so a caller that ignores it
-// still ends with the right status. Run does the same work and returns the
-// error instead, for tests.
+// --webhook-ip-sans, --webhook-grace-period, --probe-port, the certificate
+// lifetimes --webhook-ca-validity, --webhook-ca-rotate-before,
+// --webhook-cert-validity and --webhook-cert-rotate-before,
+// --webhook-kube-namespaces, --kube-api-qps, --kube-api-burst and
+// --resync-period; each is a field of Flags), stops on SIGINT or SIGTERM
+// and exits with a status that says how it ended. MainWithContext, shaped
+// like knative's, takes its settings from the context (WithFlags,
+// WithLogLevel, WithLogOutput), returns when the context ends and exits 1
+// when the process fails, so a caller that ignores it still ends with the
+// right status. Run does the same work and returns the error instead, for
+// tests.
 //
 // # API clients
 //
@@ -29,13 +32,22 @@
 //
 // # What runs
 //
+// Before it calls the constructors, MainWithContext stores the one
+// description of the webhook in the context (webhook.WithOptions): the
+// certificates Secret and its keys, the Service, and whether the webhook
+// may be called in the kube namespaces. The server, the certificates
+// reconciler and every admission controller (psbinding's reads it with
+// webhook.GetOptions) take it from there, so they cannot disagree.
+//
 // Every Impl a constructor returns runs WorkersPerController workers. An
 // Impl whose Reconciler implements webhook.AdmissionController is also
 // routed by the webhook server, by its Path; when there is at least one,
 // the process keeps the webhook's certificates Secret
 // (webhook.DefaultSecretName in the system namespace, named for the Service
 // webhook.DefaultServiceName plus --webhook-ip-sans) with package
-// certificates, and serves HTTPS with /healthz and /readyz. Without a
+// certificates (the admission controllers that publish the CA bundle,
+// certificates.Publisher, are the ones it waits for before signing under a
+// new CA), and serves HTTPS with /healthz and /readyz. Without a
 // webhook, the probes are served over HTTP on --probe-port, /readyz
 // answering 200 once the informers have synced.
 //

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -71,6 +72,30 @@ type Flags struct {
 	// be at least a second; negative turns resync off (so does
 	// --resync-period=0 on a command line).
 	ResyncPeriod time.Duration
+	// The webhook's certificates and where it is called. A zero duration
+	// takes the certificates package's default.
+	//
+	// WebhookCAValidity is the CA's lifetime (--webhook-ca-validity,
+	// default certificates.DefaultCAValidity); WebhookCARotateBefore is how
+	// long before its expiry a new CA is published (--webhook-ca-rotate-before,
+	// default certificates.DefaultCARotateBefore).
+	WebhookCAValidity     time.Duration
+	WebhookCARotateBefore time.Duration
+	// WebhookCertValidity is the serving certificate's lifetime
+	// (--webhook-cert-validity, default
+	// certificates.DefaultServingValidity); WebhookCertRotateBefore is how
+	// long before its expiry it is renewed (--webhook-cert-rotate-before,
+	// default certificates.DefaultServingRotateBefore), and so how long a
+	// failed renewal may be retried before the webhook has no valid
+	// certificate. They must be ordered: cert rotate-before < cert validity,
+	// cert rotate-before < CA rotate-before < CA validity.
+	WebhookCertValidity     time.Duration
+	WebhookCertRotateBefore time.Duration
+	// WebhookKubeNamespaces lets the webhook be called in kube-system,
+	// kube-public and kube-node-lease when Bindings there need it
+	// (--webhook-kube-namespaces); by default it never is, so a webhook
+	// outage cannot block the cluster's own namespaces.
+	WebhookKubeNamespaces bool
 }
 
 // DefaultFlags returns the settings of a command line without flags.
@@ -80,9 +105,13 @@ func DefaultFlags() Flags {
 		WebhookGracePeriod: webhook.DefaultGracePeriod,
 		ProbePort:          DefaultProbePort,
 
-		KubeAPIQPS:   DefaultKubeAPIQPS,
-		KubeAPIBurst: DefaultKubeAPIBurst,
-		ResyncPeriod: DefaultResyncPeriod,
+		KubeAPIQPS:              DefaultKubeAPIQPS,
+		KubeAPIBurst:            DefaultKubeAPIBurst,
+		ResyncPeriod:            DefaultResyncPeriod,
+		WebhookCAValidity:       certificates.DefaultCAValidity,
+		WebhookCARotateBefore:   certificates.DefaultCARotateBefore,
+		WebhookCertValidity:     certificates.DefaultServingValidity,
+		WebhookCertRotateBefore: certificates.DefaultServingRotateBefore,
 	}
 }
 
@@ -107,7 +136,41 @@ func (f Flags) withDefaults() Flags {
 	if f.ResyncPeriod == 0 {
 		f.ResyncPeriod = d.ResyncPeriod
 	}
+	for _, p := range []struct{ v, def *time.Duration }{
+		{&f.WebhookCAValidity, &d.WebhookCAValidity}, {&f.WebhookCARotateBefore, &d.WebhookCARotateBefore},
+		{&f.WebhookCertValidity, &d.WebhookCertValidity}, {&f.WebhookCertRotateBefore, &d.WebhookCertRotateBefore},
+	} {
+		if *p.v == 0 {
+			*p.v = *p.def
+		}
+	}
 	return f
+}
+
+// validateCertificates reports certificate lifetimes the certificates
+// reconciler cannot work with, naming the flags. f has its defaults.
+func (f Flags) validateCertificates() error {
+	type flagValue struct {
+		name string
+		v    time.Duration
+	}
+	caValidity := flagValue{"webhook-ca-validity", f.WebhookCAValidity}
+	caRotate := flagValue{"webhook-ca-rotate-before", f.WebhookCARotateBefore}
+	certValidity := flagValue{"webhook-cert-validity", f.WebhookCertValidity}
+	certRotate := flagValue{"webhook-cert-rotate-before", f.WebhookCertRotateBefore}
+	for _, fv := range []flagValue{caValidity, caRotate, certValidity, certRotate} {
+		if fv.v < 0 {
+			return fmt.Errorf("--%s %v is negative", fv.name, fv.v)
+		}
+	}
+	// Each order keeps a certificate from being due for rotation the
+	// moment it is issued.
+	for _, o := range [][2]flagValue{{certRotate, certValidity}, {certRotate, caRotate}, {caRotate, caValidity}} {
+		if o[0].v >= o[1].v {
+			return fmt.Errorf("--%s %v must be shorter than --%s %v", o[0].name, o[0].v, o[1].name, o[1].v)
+		}
+	}
+	return nil
 }
 
 // ParseFlags parses args (without the program name) with a flag set of its
@@ -138,6 +201,12 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	fs.DurationVar(&f.ResyncPeriod, "resync-period", f.ResyncPeriod, "how often informers replay every object to the controllers, "+
 		"so a missed event is made up for; at least 1s, or 0 to turn it off")
 
+	// The webhook's certificates and where it is called.
+	fs.DurationVar(&f.WebhookCAValidity, "webhook-ca-validity", f.WebhookCAValidity, "lifetime of the webhook's CA")
+	fs.DurationVar(&f.WebhookCARotateBefore, "webhook-ca-rotate-before", f.WebhookCARotateBefore, "how long before the CA expires a new CA is published next to it")
+	fs.DurationVar(&f.WebhookCertValidity, "webhook-cert-validity", f.WebhookCertValidity, "lifetime of the webhook's serving certificate")
+	fs.DurationVar(&f.WebhookCertRotateBefore, "webhook-cert-rotate-before", f.WebhookCertRotateBefore, "how long before the serving certificate expires it is renewed; a failed renewal is retried until then")
+	fs.BoolVar(&f.WebhookKubeNamespaces, "webhook-kube-namespaces", false, "let the webhook be called in kube-system, kube-public and kube-node-lease when Bindings there need it")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
 	}
@@ -193,6 +262,9 @@ func (f Flags) validate() error {
 	}
 	if f.ResyncPeriod > 0 && f.ResyncPeriod < time.Second {
 		errs = append(errs, fmt.Errorf("--resync-period %s: below the minimum of 1s", f.ResyncPeriod))
+	}
+	if err := f.withDefaults().validateCertificates(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

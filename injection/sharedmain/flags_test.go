@@ -37,13 +37,17 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--kubeconfig=/k", "--server", "https://api:6443", "--disable-ha",
 				"--webhook-address=127.0.0.1", "--webhook-port=9443", "--webhook-ip-sans=127.0.0.1, ::1",
 				"--webhook-grace-period=2s", "--probe-port=9090",
-				"--kube-api-qps=50.5", "--kube-api-burst=75", "--resync-period=1h"},
+				"--kube-api-qps=50.5", "--kube-api-burst=75", "--resync-period=1h",
+				"--webhook-ca-validity=10h", "--webhook-ca-rotate-before=5h", "--webhook-cert-validity=3h",
+				"--webhook-cert-rotate-before=1h", "--webhook-kube-namespaces"},
 			want: Flags{
 				Kubeconfig: "/k", Server: "https://api:6443", DisableHA: true,
 				WebhookAddress: "127.0.0.1", WebhookPort: 9443,
 				WebhookIPSANs:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
 				WebhookGracePeriod: 2 * time.Second, ProbePort: 9090,
 				KubeAPIQPS: 50.5, KubeAPIBurst: 75, ResyncPeriod: time.Hour,
+				WebhookCAValidity: 10 * time.Hour, WebhookCARotateBefore: 5 * time.Hour,
+				WebhookCertValidity: 3 * time.Hour, WebhookCertRotateBefore: time.Hour, WebhookKubeNamespaces: true,
 			},
 		},
 		{
@@ -159,6 +163,8 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"kubeconfig": "/k", "server": "https://s", "disable-ha": "true", "webhook-address": "127.0.0.1",
 		"webhook-port": "1", "webhook-ip-sans": "10.0.0.1", "webhook-grace-period": "1s", "probe-port": "2",
 		"kube-api-qps": "3", "kube-api-burst": "4", "resync-period": "5s",
+		"webhook-ca-validity": "10h", "webhook-ca-rotate-before": "5h", "webhook-cert-validity": "3h",
+		"webhook-cert-rotate-before": "1h", "webhook-kube-namespaces": "true",
 	}
 	var args, names []string
 	for _, line := range strings.Split(usage.String(), "\n") {

@@ -182,6 +182,7 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	defer cmw.Shutdown()
 	cmw.Watch(ConfigLoggingName, levelObserver(p.component, p.level, logger))
 
+	ictx = withWebhookOptions(ictx, p.flags, logger)
 	impls, err := construct(ictx, cmw, ctors)
 	if err != nil {
 		return err
