@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"slices"
@@ -108,6 +109,91 @@ func (h *Harness) StartProcess(args ...string) {
 	h.proc = proc
 	if err := demo.WaitReady(context.Background(), h.Kube, h.Port, 60*time.Second); err != nil {
 		h.T.Fatalf("%v\nlog:\n%s", err, proc.LogTail(40))
+	}
+}
+
+// StartReplica starts another controller process, a second replica beside
+// the harness's own, with its webhook on its own port, and returns it; the
+// caller stops it. Unlike StartProcess it does not wait for readiness: a
+// replica that follows serves its webhook only once the leader wrote the
+// certificates.
+func (h *Harness) StartReplica(args ...string) (proc *demo.Controller, port int) {
+	h.T.Helper()
+	port, err := testenv.FreePort()
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	proc, err = demo.StartController(h.Env, h.binary, port, args...)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return proc, port
+}
+
+// Service stands in for a Service in front of replicas: it forwards each
+// TCP connection to the first of ports that accepts it, as kube-proxy sends
+// traffic only to ready endpoints, and points the webhook configuration at
+// itself. It stops at cleanup.
+func (h *Harness) Service(ports ...int) {
+	h.T.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	h.T.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { forward(conn, ports) })
+		}
+	})
+	cfg, err := h.Configuration()
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	for i := range cfg.Webhooks {
+		url := fmt.Sprintf("https://%s/githubbindings", ln.Addr())
+		cfg.Webhooks[i].ClientConfig.URL = &url
+	}
+	if _, err := h.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(context.Background(), cfg, metav1.UpdateOptions{}); err != nil {
+		h.T.Fatal(err)
+	}
+}
+
+// forward copies conn to and from the first port that accepts a
+// connection.
+func forward(conn net.Conn, ports []int) {
+	defer conn.Close()
+	for _, port := range ports {
+		backend, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+		if err != nil {
+			continue
+		}
+		defer backend.Close()
+		done := make(chan struct{}, 2)
+		go func() { io.Copy(backend, conn); done <- struct{}{} }()
+		go func() { io.Copy(conn, backend); done <- struct{}{} }()
+		<-done
+		return
+	}
+}
+
+// Process is the controller process StartProcess started, nil once
+// stopped.
+func (h *Harness) Process() *demo.Controller { return h.proc }
+
+// KillProcess kills the controller with SIGKILL, as a crashed node would.
+func (h *Harness) KillProcess() {
+	if h.proc != nil {
+		h.proc.Kill()
+		h.proc = nil
 	}
 }
 
