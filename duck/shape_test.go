@@ -1,6 +1,8 @@
 package duck_test
 
 import (
+	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,36 +68,71 @@ func TestShapeDecodeAndFromUnstructuredAgree(t *testing.T) {
 }
 
 func TestShapeMissingAndMalformedTemplate(t *testing.T) {
-	shape := duck.TemplateAt("spec", "workload", "template")
+	custom := duck.TemplateAt("spec", "workload", "template")
 	base := func(spec any) map[string]any {
 		return map[string]any{"apiVersion": "example.bindkit.dev/v1", "kind": "Workload",
 			"metadata": map[string]any{"name": "w", "namespace": "ns"}, "spec": spec}
 	}
+	const (
+		ok = iota
+		noTemplate
+		otherError
+	)
 	tests := []struct {
 		name    string
+		shape   duck.Shape
 		doc     map[string]any
-		wantErr bool
+		want    int
+		wantMsg string
 	}{
-		{"missing template", base(map[string]any{"workload": map[string]any{}}), false},
-		{"missing parent", base(map[string]any{}), false},
-		{"null template", base(map[string]any{"workload": map[string]any{"template": nil}}), false},
-		{"parent not an object", base(map[string]any{"workload": "oops"}), true},
-		{"template not an object", base(map[string]any{"workload": map[string]any{"template": 3}}), true},
+		{"missing template", custom, base(map[string]any{"workload": map[string]any{}}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.workload.template"},
+		{"missing parent", custom, base(map[string]any{}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.workload.template"},
+		{"null template", custom, base(map[string]any{"workload": map[string]any{"template": nil}}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.workload.template"},
+		{"spec.template missing", duck.PodSpecable(), base(map[string]any{"replicas": 1.0}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.template"},
+		{"spec.template null", duck.PodSpecable(), base(map[string]any{"template": nil}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.template"},
+		{"no spec at all", duck.PodSpecable(), base(nil), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.template"},
+		{"empty template is a template", duck.PodSpecable(), base(map[string]any{"template": map[string]any{}}), ok, ""},
+		{"parent not an object", custom, base(map[string]any{"workload": "oops"}), otherError, ""},
+		{"template not an object", custom, base(map[string]any{"workload": map[string]any{"template": 3.0}}), otherError, ""},
+		{"spec.template not an object", duck.PodSpecable(), base(map[string]any{"template": []any{}}), otherError, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for via, convert := range map[string]func() (*duck.WithPod, error){
-				"Decode": func() (*duck.WithPod, error) { return shape.Decode(mustJSON(t, tt.doc)) },
+				"Decode": func() (*duck.WithPod, error) { return tt.shape.Decode(mustJSON(t, tt.doc)) },
 				"FromUnstructured": func() (*duck.WithPod, error) {
-					return shape.FromUnstructured(&unstructured.Unstructured{Object: tt.doc})
+					return tt.shape.FromUnstructured(&unstructured.Unstructured{Object: tt.doc})
 				},
 			} {
 				w, err := convert()
-				if (err != nil) != tt.wantErr {
-					t.Fatalf("%s error = %v, want error %v", via, err, tt.wantErr)
-				}
-				if err == nil && (w.Name != "w" || len(w.Spec.Template.Spec.Containers) != 0) {
-					t.Errorf("%s = name %q with %d containers, want name w and a zero template", via, w.Name, len(w.Spec.Template.Spec.Containers))
+				switch tt.want {
+				case ok:
+					if err != nil {
+						t.Fatalf("%s: %v", via, err)
+					}
+				case noTemplate:
+					if !errors.Is(err, duck.ErrNoPodTemplate) {
+						t.Fatalf("%s error = %v, want ErrNoPodTemplate", via, err)
+					}
+					if err.Error() != tt.wantMsg {
+						t.Errorf("%s error = %q, want %q", via, err, tt.wantMsg)
+					}
+					if w == nil || w.Name != "w" || !reflect.ValueOf(w.Spec.Template).IsZero() {
+						t.Errorf("%s = %+v, want the metadata and a zero template beside ErrNoPodTemplate", via, w)
+					}
+				case otherError:
+					if err == nil || errors.Is(err, duck.ErrNoPodTemplate) {
+						t.Fatalf("%s error = %v, want an error other than ErrNoPodTemplate", via, err)
+					}
+					if w != nil {
+						t.Errorf("%s returned %+v beside its error", via, w)
+					}
 				}
 			}
 		})
