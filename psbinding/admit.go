@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/webhook"
@@ -49,14 +51,15 @@ type objectMeta struct {
 // metadata, and stops there: the kube-apiserver writes metadata before spec,
 // so a request that matches no Binding costs a scan of its metadata, not of
 // the whole object. What follows metadata is checked only when a Binding
-// matches and the object is decoded in full.
+// matches and the object is decoded in full. Field names match
+// case-sensitively, as in the kube-apiserver.
 func decodeObjectMeta(raw []byte) (meta objectMeta, err error) {
 	defer func() {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF // the object ended before it was complete
 		}
 	}()
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec := kjson.NewDecoderCaseSensitivePreserveInts(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil {
 		return meta, err
 	} else if tok != json.Delim('{') {
@@ -83,6 +86,12 @@ func decodeObjectMeta(raw []byte) (meta objectMeta, err error) {
 // being deleted, in the index's deterministic order. Requests it does not
 // handle (other operations, subresources, kinds or namespaces no Binding
 // names) are allowed untouched without decoding the object.
+//
+// A matched object is scanned before it is decoded: beyond one of the
+// webhook's ObjectLimits it is refused with a 413 naming the limit, and its
+// estimated decoded size is reserved from the webhook's memory budget
+// (webhook.Reserve). An object without a pod template where its shape looks
+// is allowed unchanged, with a warning.
 func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return webhook.Allowed()
@@ -112,10 +121,20 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 
 	shape := a.shapes.For(gk)
-	before, err := shape.Decode(req.Object.Raw)
+	limits := webhook.ObjectLimitsFrom(ctx)
+	before, err := shape.DecodeChecked(req.Object.Raw, limits.MaxDepth, func(st duck.ObjectStats) error {
+		if err := checkObjectLimits(shape, st, limits); err != nil {
+			return err
+		}
+		// Decoding (with its slices' growth) and the copy Do works on.
+		return webhook.Reserve(ctx, st.DecodedBytes+st.DecodedBytes/2)
+	})
 	if err != nil {
-		return webhook.Errored(http.StatusBadRequest, fmt.Errorf("%s %s/%s: %w", gk, req.Namespace, name, err))
+		return decodeRefusal(fmt.Sprintf("%s %s/%s", gk, req.Namespace, name), bindings, err)
 	}
+	// Nothing a Binding reads or patches, and a quarter of a workload: the
+	// informers drop them too.
+	before.ManagedFields = nil
 	after := before.DeepCopy()
 	for _, b := range bindings {
 		bctx := ctx
@@ -134,5 +153,79 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return webhook.Errored(http.StatusInternalServerError, fmt.Errorf("%s %s/%s: create patch: %w", gk, req.Namespace, name, err))
 	}
-	return webhook.PatchResponse(ops)
+	resp := webhook.PatchResponse(ops)
+	if n := int64(len(resp.Patch)); n > limits.MaxPatchBytes {
+		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %s %s/%s: patch of %d bytes exceeds the limit of %d bytes (--webhook-max-patch-bytes)",
+			bindingNames(bindings), gk, req.Namespace, name, n, limits.MaxPatchBytes))
+	}
+	return resp
+}
+
+// limitError is an object beyond one of the webhook's ObjectLimits.
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+
+// checkObjectLimits compares what Scan counted with the limits.
+func checkObjectLimits(shape duck.Shape, st duck.ObjectStats, l webhook.ObjectLimits) error {
+	spec := "spec"
+	if p := shape.Path(); p != nil {
+		spec = strings.Join(p, ".") + ".spec"
+	}
+	for _, c := range []struct {
+		what     string
+		n, limit int
+		flag     string
+	}{
+		{spec + ".containers", st.Containers, l.MaxContainers, "max-containers"},
+		{spec + ".initContainers", st.InitContainers, l.MaxContainers, "max-containers"},
+		{spec + ".ephemeralContainers", st.EphemeralContainers, l.MaxContainers, "max-containers"},
+		{spec + ".volumes", st.Volumes, l.MaxVolumes, "max-volumes"},
+		{"the env or envFrom of a container of " + spec, st.MaxEnv, l.MaxEnv, "max-env"},
+		{"the volumeMounts of a container of " + spec, st.MaxVolumeMounts, l.MaxVolumeMounts, "max-volume-mounts"},
+	} {
+		if c.n > c.limit {
+			return &limitError{fmt.Sprintf("%s has %d entries, more than the webhook's limit of %d (--webhook-%s)", c.what, c.n, c.limit, c.flag)}
+		}
+	}
+	return nil
+}
+
+// decodeRefusal answers an object that did not decode: allowed unchanged
+// with a warning when it has no pod template, refused otherwise with the
+// code that fits the reason.
+func decodeRefusal(object string, bindings []Bindable, err error) *admissionv1.AdmissionResponse {
+	var limit *limitError
+	switch {
+	case errors.Is(err, duck.ErrNoPodTemplate):
+		resp := webhook.Allowed()
+		resp.Warnings = []string{fmt.Sprintf("%s: %v: admitted unchanged; declare where this kind keeps its pod template with duck.Shapes.With and duck.TemplateAt",
+			bindingNames(bindings), err)}
+		return resp
+	case errors.Is(err, webhook.ErrOverloaded):
+		return webhook.Overloaded(fmt.Errorf("%s: %w", object, err))
+	case errors.As(err, &limit), errors.Is(err, webhook.ErrOverBudget):
+		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %w", object, err))
+	case errors.Is(err, duck.ErrTooDeep):
+		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %w (--webhook-max-object-depth)", object, err))
+	}
+	return webhook.Errored(http.StatusBadRequest, fmt.Errorf("%s: %w", object, err))
+}
+
+// bindingNames names the Bindings for a message: "binding ns/a" or
+// "bindings ns/a, ns/b and 3 more".
+func bindingNames(bindings []Bindable) string {
+	const shown = 3
+	names := make([]string, 0, min(len(bindings), shown))
+	for _, b := range bindings[:min(len(bindings), shown)] {
+		names = append(names, b.GetNamespace()+"/"+b.GetName())
+	}
+	out := strings.Join(names, ", ")
+	if len(bindings) > shown {
+		out += fmt.Sprintf(" and %d more", len(bindings)-shown)
+	}
+	if len(bindings) == 1 {
+		return "binding " + out
+	}
+	return "bindings " + out
 }
