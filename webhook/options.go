@@ -118,12 +118,12 @@ type Options struct {
 // DefaultOptions returns Options with every default filled in.
 func DefaultOptions() Options {
 	return Options{
-		Port:                DefaultPort,
-		ServiceName:         DefaultServiceName,
-		SecretName:          DefaultSecretName,
-		Keys:                certificates.DefaultDataKeys(),
-		TLSMinVersion:       tls.VersionTLS13,
-		GracePeriod:         DefaultGracePeriod,
+		Port:                  DefaultPort,
+		ServiceName:           DefaultServiceName,
+		SecretName:            DefaultSecretName,
+		Keys:                  certificates.DefaultDataKeys(),
+		TLSMinVersion:         tls.VersionTLS13,
+		GracePeriod:           DefaultGracePeriod,
 		MaxRequestBodyBytes:   DefaultMaxRequestBodyBytes,
 		ReadinessTimeout:      DefaultReadinessTimeout,
 		ReadTimeout:           DefaultReadTimeout,
