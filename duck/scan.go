@@ -158,6 +158,9 @@ type tfield struct {
 	where          string
 }
 
+// mapHeader is the fixed part of a Go map.
+const mapHeader = 64
+
 // maxStructFields bounds the fields of a scanned struct, so the set of
 // fields seen in one object fits in a fixed array.
 const maxStructFields = 256
@@ -526,8 +529,9 @@ func (sc *scanner) object(n *tnode) (int64, error) {
 	sc.depth--
 	if isMap {
 		// A map entry: the key's header, the value, and overhead, for a
-		// table that doubles as it grows.
-		cost += 2 * entries * (16 + n.elem.size + 16)
+		// table that doubles as it grows; a small map takes a group of
+		// eight slots however few it holds.
+		cost += mapHeader + 2*max(entries, 8)*(16+n.elem.size+8)
 	}
 	return cost, nil
 }
