@@ -133,6 +133,19 @@ func ObjectLimitsFrom(ctx context.Context) ObjectLimits {
 	return DefaultObjectLimits()
 }
 
+// WithObjectLimits returns a copy of ctx carrying limits, as the contexts
+// the server passes to controllers do (zero fields take their defaults). A
+// test of an AdmissionController calls it to check the controller's
+// limits; Reserve is free in such a context. Limits New would refuse
+// (negative ones) are replaced by DefaultObjectLimits.
+func WithObjectLimits(ctx context.Context, limits ObjectLimits) context.Context {
+	l, err := limits.withDefaults()
+	if err != nil {
+		l = DefaultObjectLimits()
+	}
+	return withRequestState(ctx, &requestState{limits: &l})
+}
+
 // ErrOverloaded is wrapped by Reserve's error when the memory budget has no
 // room now; a controller answers with Overloaded, and the caller retries.
 var ErrOverloaded = errors.New("webhook overloaded")
@@ -151,7 +164,7 @@ var ErrOverBudget = errors.New("more than the webhook's memory budget")
 // wrapping ErrOverBudget. Both errors name the budget and its flag.
 func Reserve(ctx context.Context, bytes int64) error {
 	st := stateFrom(ctx)
-	if st == nil || bytes <= 0 {
+	if st == nil || st.budget == nil || bytes <= 0 {
 		return nil
 	}
 	return st.reserve(bytes)
