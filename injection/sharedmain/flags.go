@@ -45,9 +45,14 @@ type Flags struct {
 	// after shutdown begins (--webhook-grace-period, default
 	// webhook.DefaultGracePeriod); negative means no wait.
 	WebhookGracePeriod time.Duration
-	// ProbePort serves /healthz and /readyz over HTTP when no webhook runs
-	// (--probe-port, default DefaultProbePort).
+	// ProbePort serves /healthz and /readyz over HTTP when no webhook runs,
+	// or when the webhook requires client certificates (--probe-port,
+	// default DefaultProbePort).
 	ProbePort int
+	// WebhookBounds bound what the webhook's callers may send, and may
+	// require a client certificate (--webhook-read-timeout,
+	// --webhook-max-*, --webhook-client-ca).
+	WebhookBounds WebhookBounds
 }
 
 // DefaultFlags returns the settings of a command line without flags.
@@ -56,6 +61,7 @@ func DefaultFlags() Flags {
 		WebhookPort:        webhook.DefaultPort,
 		WebhookGracePeriod: webhook.DefaultGracePeriod,
 		ProbePort:          DefaultProbePort,
+		WebhookBounds:      DefaultWebhookBounds(),
 	}
 }
 
@@ -70,6 +76,7 @@ func (f Flags) withDefaults() Flags {
 	if f.ProbePort == 0 {
 		f.ProbePort = d.ProbePort
 	}
+	f.WebhookBounds = f.WebhookBounds.withDefaults()
 	return f
 }
 
@@ -92,8 +99,12 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 		return err
 	})
 	fs.DurationVar(&f.WebhookGracePeriod, "webhook-grace-period", f.WebhookGracePeriod, "how long the webhook keeps serving, unready, after a shutdown signal; negative means none")
-	fs.IntVar(&f.ProbePort, "probe-port", f.ProbePort, "HTTP port of /healthz and /readyz when no webhook runs")
+	fs.IntVar(&f.ProbePort, "probe-port", f.ProbePort, "HTTP port of /healthz and /readyz when no webhook runs, or when --webhook-client-ca is set")
+	f.WebhookBounds.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return Flags{}, err
+	}
+	if err := f.WebhookBounds.validate(); err != nil {
 		return Flags{}, err
 	}
 	if fs.NArg() > 0 {

@@ -39,8 +39,29 @@ func TestParseFlags(t *testing.T) {
 				WebhookAddress: "127.0.0.1", WebhookPort: 9443,
 				WebhookIPSANs:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
 				WebhookGracePeriod: 2 * time.Second, ProbePort: 9090,
+				WebhookBounds: DefaultWebhookBounds(),
 			},
 		},
+		{
+			name: "webhook bounds",
+			args: []string{"--webhook-read-timeout=5s", "--webhook-max-connections=10", "--webhook-max-in-flight=3",
+				"--webhook-max-in-flight-memory=64Mi", "--webhook-max-request-body-bytes=1M", "--webhook-max-object-depth=20",
+				"--webhook-max-containers=4", "--webhook-max-volumes=5", "--webhook-max-env=6", "--webhook-max-volume-mounts=7",
+				"--webhook-max-patch-bytes=65536", "--webhook-client-ca=/etc/ca.crt"},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.WebhookBounds = WebhookBounds{
+					ReadTimeout: 5 * time.Second, MaxConnections: 10, MaxAdmissionsInFlight: 3,
+					MaxInFlightMemory: 64 << 20, MaxRequestBodyBytes: 1000000,
+					Objects:      webhook.ObjectLimits{MaxDepth: 20, MaxContainers: 4, MaxVolumes: 5, MaxEnv: 6, MaxVolumeMounts: 7, MaxPatchBytes: 65536},
+					ClientCAFile: "/etc/ca.crt",
+				}
+				return f
+			}(),
+		},
+		{name: "negative bound", args: []string{"--webhook-max-env=-1"}, wantErr: "--webhook-max-env must not be negative"},
+		{name: "bad quantity", args: []string{"--webhook-max-in-flight-memory=lots"}, wantErr: `"lots" is not a quantity of bytes, such as 48Mi`},
+		{name: "fractional bytes", args: []string{"--webhook-max-patch-bytes=0.5"}, wantErr: `"0.5" is not a whole, non-negative number of bytes`},
 		{
 			name: "ip sans repeat and add up",
 			args: []string{"--webhook-ip-sans=10.0.0.1", "--webhook-ip-sans=10.0.0.2,"},
@@ -81,8 +102,18 @@ func TestParseFlagsHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("ParseFlags(-h) error = %v, want flag.ErrHelp", err)
 	}
-	if !strings.Contains(usage.String(), "-webhook-ip-sans") {
-		t.Errorf("usage does not list -webhook-ip-sans:\n%s", usage.String())
+	for _, name := range []string{"-webhook-ip-sans", "-webhook-read-timeout", "-webhook-max-connections", "-webhook-max-in-flight",
+		"-webhook-max-in-flight-memory", "-webhook-max-request-body-bytes", "-webhook-max-object-depth", "-webhook-max-containers",
+		"-webhook-max-volumes", "-webhook-max-env", "-webhook-max-volume-mounts", "-webhook-max-patch-bytes", "-webhook-client-ca"} {
+		if !strings.Contains(usage.String(), name+" ") {
+			t.Errorf("usage does not list %s:\n%s", name, usage.String())
+		}
+	}
+	// Each bound shows its default.
+	for _, def := range []string{"(default 48Mi)", "(default 7Mi)", "(default 1Mi)", "(default 30s)", "(default 256)"} {
+		if !strings.Contains(usage.String(), def) {
+			t.Errorf("usage does not show %s:\n%s", def, usage.String())
+		}
 	}
 }
 
