@@ -42,6 +42,12 @@ type Options struct {
 	// StopGrace is how long Stop waits for a process to exit after SIGTERM
 	// before it kills it. Default: 15 seconds.
 	StopGrace time.Duration
+	// WebhookClientAuth makes the kube-apiserver present a client
+	// certificate to every webhook it calls, through an
+	// AdmissionConfiguration (WebhookAdmissionConfiguration kubeconfig), as
+	// a cluster does for webhooks that authenticate their caller. The CA
+	// that signed it is in Environment.WebhookClientCAFile.
+	WebhookClientAuth bool
 }
 
 // Environment is a running etcd and kube-apiserver.
@@ -55,6 +61,11 @@ type Environment struct {
 	// Dir is the temporary directory that holds every file of the
 	// environment; Stop removes it.
 	Dir string
+	// WebhookClientCAFile and WebhookClientCAPEM are the CA of the client
+	// certificate the kube-apiserver presents to webhooks, in a file and in
+	// PEM form; empty unless Options.WebhookClientAuth.
+	WebhookClientCAFile string
+	WebhookClientCAPEM  []byte
 
 	etcd, apiserver *process
 	stopGrace       time.Duration
@@ -129,6 +140,11 @@ func start(ctx context.Context, binDir string, opts Options) (_ *Environment, er
 	files, err := writeAPIServerFiles(dir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.WebhookClientAuth {
+		if err := writeWebhookClientAuth(dir, files, env); err != nil {
+			return nil, err
+		}
 	}
 	progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", apiPort)
 	if env.apiserver, err = startAPIServer(binDir, dir, files, etcdClient, apiPort); err != nil {
@@ -206,6 +222,7 @@ type apiServerFiles struct {
 	serviceAccountKeyFile string
 	tokenFile             string
 	adminToken            string
+	extraArgs             []string // more kube-apiserver flags
 }
 
 func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
@@ -247,7 +264,7 @@ func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
 }
 
 func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int) (*process, error) {
-	return startProcess("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), []string{
+	return startProcess("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), append([]string{
 		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
@@ -270,7 +287,7 @@ func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int) (
 		"--disable-admission-plugins=ServiceAccount",
 		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		"--v=0",
-	}, dir)
+	}, f.extraArgs...), dir)
 }
 
 // waitHealthy polls url until it answers 200, the process exits, or ctx ends.
