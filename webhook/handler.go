@@ -87,13 +87,21 @@ func badRequest(format string, args ...any) *reviewError {
 	return &reviewError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
-// requestOverhead is what one admission is charged beyond its body: its
-// goroutine's stack, buffers and the small values of its decision.
-const requestOverhead = 64 << 10
+// requestOverhead is what one admission is charged beyond its body: the
+// request, its headers and the small values of its decision. (A
+// connection's own buffers and goroutine are bounded by MaxConnections.)
+const requestOverhead = 16 << 10
 
-// bodyReservation is the memory a body of n bytes is charged before it is
-// read: the body itself and the copy of its objects in the decoded review.
-func bodyReservation(n int64) int64 { return 2*n + requestOverhead }
+// bodyReservation is the most a body of n bytes is charged: the body, the
+// buffers it outgrew while arriving, and the copy of its objects in the
+// decoded review.
+func bodyReservation(n int64) int64 { return 3*n + requestOverhead }
+
+// firstBodyChunk is the buffer a body starts in. A body is charged as it
+// arrives, never ahead of it by more than its buffer's growth, so clients
+// that announce a large body and send it slowly, or never, hold little of
+// the memory budget.
+const firstBodyChunk = 4 << 10
 
 // retryAfterSeconds is the Retry-After of overload answers: long enough for
 // the requests in flight to finish, short beside a webhook's timeout.
@@ -102,12 +110,6 @@ const retryAfterSeconds = "1"
 // serveAdmission answers one AdmissionReview for rt.
 func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *route) {
 	start := time.Now()
-	if n := s.inFlight.Add(1); n > int64(s.opts.MaxAdmissionsInFlight) {
-		s.inFlight.Add(-1)
-		s.overloaded(w, r, fmt.Sprintf("webhook overloaded: %d admissions in flight, its limit (--webhook-max-in-flight); retry", s.opts.MaxAdmissionsInFlight))
-		return
-	}
-	defer s.inFlight.Add(-1)
 	st := &requestState{limits: &s.opts.ObjectLimits, budget: s.budget}
 	defer st.release()
 
@@ -131,6 +133,15 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 		return
 	}
 	req := review.Request
+	// Counted once the body is in: requests still arriving hold a
+	// connection and their share of the memory budget, not a decision's
+	// place.
+	if n := s.inFlight.Add(1); n > int64(s.opts.MaxAdmissionsInFlight) {
+		s.inFlight.Add(-1)
+		s.overloaded(w, r, fmt.Sprintf("webhook overloaded: %d admissions in flight, its limit (--webhook-max-in-flight); retry", s.opts.MaxAdmissionsInFlight))
+		return
+	}
+	defer s.inFlight.Add(-1)
 
 	if !rt.waitSynced(ctx, s.opts.ReadinessTimeout) {
 		msg := fmt.Sprintf("admission controller %s: informers have not synced", rt.ctrl.Path())
@@ -219,11 +230,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if r.ContentLength > limit {
 		return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes (--webhook-max-request-body-bytes)", r.ContentLength, limit)}
 	}
-	size := r.ContentLength
-	if size < 0 {
-		size = limit // unknown until read: charge the most it can be
-	}
-	if err := st.reserve(bodyReservation(size)); err != nil {
+	if err := st.reserve(requestOverhead); err != nil {
 		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
 	}
 	readTimeout := s.opts.ReadTimeout
@@ -235,8 +242,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	// cannot take a deadline (HTTP/2 without support), which leaves the
 	// server's.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readTimeout))
-	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit, st.reserve)
 	if err != nil {
+		if errors.Is(err, ErrOverloaded) || errors.Is(err, ErrOverBudget) {
+			return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
+		}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes (--webhook-max-request-body-bytes)", limit)}
 		}
@@ -266,16 +276,21 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	return review, nil
 }
 
-// readBody reads r to its end into a buffer sized for contentLength when it
-// is known, so a large body is not copied while the buffer grows.
-func readBody(r io.Reader, contentLength int64) ([]byte, error) {
-	if contentLength < 0 {
-		return io.ReadAll(r)
+// readBody reads r to its end, charging reserve for each buffer before it
+// is allocated: the buffer and, for the review decoded from it later, as
+// much again. The buffer starts small and grows fourfold, up to the
+// announced length (contentLength, -1 when unknown) or limit, so what is
+// charged follows what arrived.
+func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error) ([]byte, error) {
+	end := limit + 1 // one byte more, so MaxBytesReader sees a body too long
+	if contentLength >= 0 {
+		end = contentLength + 1 // and so the reader reports the end
 	}
-	// One byte more than announced, so a body longer than its
-	// Content-Length is still read to its end (and refused by the caller's
-	// MaxBytesReader if too long).
-	buf := make([]byte, 0, contentLength+1)
+	size := min(end, firstBodyChunk)
+	if err := reserve(2 * size); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, size)
 	for {
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -285,9 +300,17 @@ func readBody(r io.Reader, contentLength int64) ([]byte, error) {
 		if err != nil {
 			return buf, err
 		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+		if len(buf) < cap(buf) {
+			continue
 		}
+		grown := min(4*int64(cap(buf)), max(end, int64(cap(buf))+1))
+		// The outgrown buffer stays charged: it is garbage until collected.
+		if err := reserve(grown + (grown - int64(cap(buf)))); err != nil {
+			return nil, err
+		}
+		next := make([]byte, len(buf), grown)
+		copy(next, buf)
+		buf = next
 	}
 }
 

@@ -170,7 +170,7 @@ func TestBoundOptionsRejected(t *testing.T) {
 		{Options{ReadTimeout: -time.Second}, "webhook: ReadTimeout -1s is negative"},
 		{Options{MaxConnections: -1}, "webhook: MaxConnections -1 is negative"},
 		{Options{MaxAdmissionsInFlight: -1}, "webhook: MaxAdmissionsInFlight -1 is negative"},
-		{Options{MaxInFlightMemory: 10 << 20}, "webhook: MaxInFlightMemory 10Mi holds fewer than two requests of MaxRequestBodyBytes 7Mi; want at least 28800Ki"},
+		{Options{MaxInFlightMemory: 10 << 20}, "webhook: MaxInFlightMemory 10Mi holds fewer than two requests of MaxRequestBodyBytes 7Mi; want at least 43040Ki"},
 		{Options{ObjectLimits: ObjectLimits{MaxEnv: -1}}, "webhook: ObjectLimits.MaxEnv -1 is negative"},
 		{Options{ObjectLimits: ObjectLimits{MaxDepth: 20000}}, "webhook: ObjectLimits.MaxDepth 20000 is more than 10000, the JSON decoder's own limit"},
 		{Options{ClientCAFile: "/nonexistent/ca.crt"}, "webhook: client CA file: stat /nonexistent/ca.crt: no such file or directory"},

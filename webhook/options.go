@@ -93,11 +93,11 @@ type Options struct {
 	// Retry-After at once, which the kube-apiserver retries.
 	MaxAdmissionsInFlight int
 	// MaxInFlightMemory is the memory budget, in bytes, of admissions in
-	// flight (default DefaultMaxInFlightMemory). Each request reserves an
-	// estimate before reading its body (twice its length, plus a little)
-	// and before decoding its object (see Reserve). A request that finds no
-	// room is answered 429 with Retry-After; one that would alone exceed
-	// the budget is refused with 413. It must hold at least two bodies of
+	// flight (default DefaultMaxInFlightMemory). Each request reserves
+	// memory as its body arrives (its buffers and the decoded review's
+	// copy: up to three times its length, plus a little) and before its
+	// object is decoded (see Reserve). A request that finds no room is
+	// answered 429 with Retry-After. It must hold at least two bodies of
 	// MaxRequestBodyBytes.
 	MaxInFlightMemory int64
 	// ObjectLimits bound the object of each request (see ObjectLimits);
