@@ -279,38 +279,56 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 // readBody reads r to its end, charging reserve for each buffer before it
 // is allocated: the buffer and, for the review decoded from it later, as
 // much again. The buffer starts small and grows fourfold, up to the
-// announced length (contentLength, -1 when unknown) or limit, so what is
-// charged follows what arrived.
+// announced length (contentLength, -1 when unknown) or just past limit, so
+// what is charged follows what arrived.
 func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error) ([]byte, error) {
-	end := limit + 1 // one byte more, so MaxBytesReader sees a body too long
+	end := limit + 1 // one byte more, so MaxBytesReader reports a body too long
 	if contentLength >= 0 {
-		end = contentLength + 1 // and so the reader reports the end
+		end = contentLength
 	}
 	size := min(end, firstBodyChunk)
 	if err := reserve(2 * size); err != nil {
 		return nil, err
 	}
 	buf := make([]byte, 0, size)
+	var probe [1]byte
 	for {
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
 		if len(buf) < cap(buf) {
+			n, err := r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF {
+				return buf, nil
+			}
+			if err != nil {
+				return buf, err
+			}
 			continue
 		}
-		grown := min(4*int64(cap(buf)), max(end, int64(cap(buf))+1))
+		// Full: grow only for a body that goes on.
+		n, err := r.Read(probe[:])
+		if n == 0 {
+			if err == io.EOF {
+				return buf, nil
+			}
+			if err != nil {
+				return buf, err
+			}
+			continue
+		}
+		grown := min(4*int64(max(cap(buf), 1)), max(end, int64(cap(buf))+1))
 		// The outgrown buffer stays charged: it is garbage until collected.
 		if err := reserve(grown + (grown - int64(cap(buf)))); err != nil {
 			return nil, err
 		}
 		next := make([]byte, len(buf), grown)
 		copy(next, buf)
-		buf = next
+		buf = append(next, probe[0])
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
 	}
 }
 

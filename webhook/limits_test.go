@@ -414,3 +414,46 @@ func TestClientCertificateAuthentication(t *testing.T) {
 		}
 	})
 }
+
+// TestReadBodyChargesWhatArrived checks that a body is charged as it
+// arrives: a client that announces 7 MiB and sends ten bytes holds a few
+// KiB of the budget, and a whole body of announced length is charged at
+// most three times its length.
+func TestReadBodyChargesWhatArrived(t *testing.T) {
+	var charged int64
+	reserve := func(n int64) error { charged += n; return nil }
+	stalled := io.MultiReader(strings.NewReader("0123456789"), iotestErrReader{os.ErrDeadlineExceeded})
+	if _, err := readBody(stalled, 7<<20, 7<<20, reserve); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("readBody of a stalled body: %v", err)
+	}
+	if charged > 2*firstBodyChunk {
+		t.Errorf("a stalled body of 10 bytes charged %d bytes, want at most %d", charged, 2*firstBodyChunk)
+	}
+	for _, size := range []int{0, 100, firstBodyChunk, firstBodyChunk + 1, 1 << 20, 7 << 20} {
+		for _, announced := range []int64{int64(size), -1} {
+			charged = 0
+			body := bytes.Repeat([]byte("x"), size)
+			got, err := readBody(bytes.NewReader(body), announced, 7<<20, reserve)
+			if err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("readBody(%d bytes, announced %d) = %d bytes, %v", size, announced, len(got), err)
+			}
+			limit := int64(3*size + 2*firstBodyChunk)
+			if announced < 0 {
+				// Growing fourfold without knowing the end may charge a
+				// buffer four times what arrives.
+				limit = int64(12*size + 2*firstBodyChunk)
+			}
+			if charged > limit {
+				t.Errorf("body of %d bytes (announced %d) charged %d, more than %d", size, announced, charged, limit)
+			}
+		}
+	}
+	refuse := func(int64) error { return ErrOverloaded }
+	if _, err := readBody(strings.NewReader("{}"), 2, 100, refuse); !errors.Is(err, ErrOverloaded) {
+		t.Errorf("readBody with no budget: %v, want ErrOverloaded", err)
+	}
+}
+
+type iotestErrReader struct{ err error }
+
+func (r iotestErrReader) Read([]byte) (int, error) { return 0, r.err }
