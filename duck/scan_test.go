@@ -112,7 +112,7 @@ func TestScanErrors(t *testing.T) {
 		{"truncated", duck.PodSpecable(), `{"spec":{`, 100, "invalid JSON at offset 9: unexpected end", false},
 		{"trailing data", duck.PodSpecable(), `{} {}`, 100, `invalid JSON at offset 3: invalid character '{' after the object`, false},
 		{"bad literal", duck.PodSpecable(), `{"a":nul}`, 100, "invalid JSON at offset 5: invalid literal, want null", false},
-		{"bad number", duck.PodSpecable(), `{"a":01}`, 100, `invalid JSON at offset 6: invalid character '1' after object value`, false},
+		{"bad number", duck.PodSpecable(), `{"a":01}`, 100, `invalid JSON at offset 6: invalid character '1' after a value`, false},
 		{"control character", duck.PodSpecable(), "{\"a\":\"\x01\"}", 100, `invalid JSON at offset 6: invalid control character '\x01' in string`, false},
 		{"bad escape", duck.PodSpecable(), `{"a":"\q"}`, 100, `invalid JSON at offset 7: invalid escape \q in string`, false},
 		{"duplicate known field", duck.PodSpecable(), `{"metadata":{},"metadata":{}}`, 100, `invalid JSON at offset 15: duplicate field "metadata"`, false},

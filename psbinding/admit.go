@@ -1,14 +1,13 @@
 package psbinding
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -16,6 +15,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/internal/jsonscan"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -47,38 +47,31 @@ type objectMeta struct {
 	Labels map[string]string `json:"labels"`
 }
 
-// decodeObjectMeta reads the object's top-level keys up to and including
-// metadata, and stops there: the kube-apiserver writes metadata before spec,
-// so a request that matches no Binding costs a scan of its metadata, not of
-// the whole object. What follows metadata is checked only when a Binding
-// matches and the object is decoded in full. Field names match
-// case-sensitively, as in the kube-apiserver.
-func decodeObjectMeta(raw []byte) (meta objectMeta, err error) {
-	defer func() {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF // the object ended before it was complete
-		}
-	}()
-	dec := kjson.NewDecoderCaseSensitivePreserveInts(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil {
+var objectMetaType = sync.OnceValue(func() *jsonscan.Type {
+	return jsonscan.NewBuilder().TypeOf(reflect.TypeFor[objectMeta]())
+})
+
+// decodeObjectMeta reads the object's name and labels. It looks for
+// metadata among the object's top-level members without decoding or
+// copying any, and stops there: the kube-apiserver writes metadata before
+// spec, so a request that matches no Binding costs a scan of its metadata,
+// not of the whole object. What follows metadata is checked only when a
+// Binding matches and the object is decoded in full. The labels' decoded
+// size is reserved from the webhook's memory budget before they are
+// decoded. Field names match case-sensitively, as in the kube-apiserver.
+func decodeObjectMeta(ctx context.Context, raw []byte, maxDepth int) (meta objectMeta, err error) {
+	metaRaw, err := jsonscan.Member(raw, "metadata", maxDepth)
+	if err != nil || metaRaw == nil || string(metaRaw) == "null" {
 		return meta, err
-	} else if tok != json.Delim('{') {
-		return meta, fmt.Errorf("object is %v, not a JSON object", tok)
 	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return meta, err
-		}
-		if tok == "metadata" {
-			return meta, dec.Decode(&meta)
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return meta, err
-		}
+	res, err := jsonscan.Scan(metaRaw, objectMetaType(), maxDepth)
+	if err != nil {
+		return meta, err
 	}
-	return meta, nil
+	if err := webhook.Reserve(ctx, res.Bytes); err != nil {
+		return meta, err
+	}
+	return meta, kjson.UnmarshalCaseSensitivePreserveInts(metaRaw, &meta)
 }
 
 // admit applies every Binding that matches the request's object and answers
@@ -107,9 +100,10 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if !ix.inScope(gk.Group, gk.Kind, req.Namespace) {
 		return webhook.Allowed()
 	}
-	meta, err := decodeObjectMeta(req.Object.Raw)
+	limits := webhook.ObjectLimitsFrom(ctx)
+	meta, err := decodeObjectMeta(ctx, req.Object.Raw, limits.MaxDepth)
 	if err != nil {
-		return webhook.Errored(http.StatusBadRequest, fmt.Errorf("%s %s/%s: decode metadata: %w", gk, req.Namespace, req.Name, err))
+		return decodeRefusal(fmt.Sprintf("%s %s/%s: decode metadata", gk, req.Namespace, req.Name), nil, err)
 	}
 	name := req.Name
 	if name == "" {
@@ -121,7 +115,6 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 
 	shape := a.shapes.For(gk)
-	limits := webhook.ObjectLimitsFrom(ctx)
 	before, err := shape.DecodeChecked(req.Object.Raw, limits.MaxDepth, func(st duck.ObjectStats) error {
 		if err := checkObjectLimits(shape, st, limits); err != nil {
 			return err

@@ -133,13 +133,13 @@ func TestAdmit(t *testing.T) {
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":`))
 		},
-		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: unexpected EOF"},
+		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: invalid JSON at offset 12: unexpected end"},
 	}, {
 		name: "an object that is not a JSON object is a clear 400",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`["web"]`))
 		},
-		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: object is [, not a JSON object"},
+		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: JSON is an array, not an object"},
 	}, {
 		name: "a subject without a pod template is admitted unchanged, with a warning",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {

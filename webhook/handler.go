@@ -10,13 +10,17 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/bindkit/bindkit/internal/jsonscan"
 )
 
 // The AdmissionReview versions the server speaks. v1beta1 has the same
@@ -96,6 +100,11 @@ const requestOverhead = 16 << 10
 // buffers it outgrew while arriving, and the copy of its objects in the
 // decoded review.
 func bodyReservation(n int64) int64 { return 3*n + requestOverhead }
+
+// reviewType is what jsonscan knows of an AdmissionReview.
+var reviewType = sync.OnceValue(func() *jsonscan.Type {
+	return jsonscan.NewBuilder().TypeOf(reflect.TypeFor[admissionv1.AdmissionReview]())
+})
 
 // firstBodyChunk is the buffer a body starts in. A body is charged as it
 // arrives, never ahead of it by more than its buffer's growth, so clients
@@ -257,6 +266,19 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	}
 	if len(body) == 0 {
 		return nil, badRequest("empty request body: want an AdmissionReview")
+	}
+	// What the review decodes into, charged before it is: the objects are
+	// copied as they are, but a map or list elsewhere (userInfo.extra, say)
+	// may decode into many times its size.
+	est, err := jsonscan.Scan(body, reviewType(), 0)
+	if err != nil {
+		return nil, badRequest("decode AdmissionReview: %v", err)
+	}
+	if err := st.reserve(est.Bytes); err != nil {
+		if errors.Is(err, ErrOverBudget) {
+			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decode AdmissionReview: %v", err)}
+		}
+		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
 	}
 	review := new(admissionv1.AdmissionReview)
 	// As the kube-apiserver decodes: field names match case-sensitively.

@@ -120,6 +120,22 @@ func TestMemoryBudget(t *testing.T) {
 			t.Errorf("message %q, want the over-budget reason", w.Body)
 		}
 	})
+	t.Run("a review that would decode beyond the budget is a 413", func(t *testing.T) {
+		s := newTestServer(t, opts, allowAll("/allow"))
+		var extra strings.Builder
+		for i := range 5000 {
+			fmt.Fprintf(&extra, `"k%d":[],`, i)
+		}
+		bomb := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","userInfo":{"extra":{` +
+			extra.String() + `"z":[]}},"object":{}}}`
+		w := post(s, "/allow", "application/json", []byte(bomb))
+		if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "more than the webhook's memory budget") {
+			t.Errorf("userInfo.extra bomb: %d %q, want 413 naming the budget", w.Code, w.Body)
+		}
+		if s.budget.used.Load() != 0 {
+			t.Errorf("budget holds %d bytes after the refusal", s.budget.used.Load())
+		}
+	})
 	t.Run("Reserve outside a server is free", func(t *testing.T) {
 		if err := Reserve(context.Background(), 1<<40); err != nil {
 			t.Errorf("Reserve: %v", err)
