@@ -311,6 +311,31 @@ func TestConnectionCap(t *testing.T) {
 		})
 	}
 	wg.Wait()
+
+	// Connections opened and left silent make room once they have been
+	// silent for newConnGrace.
+	s3, err := New(Options{MaxConnections: 2, GracePeriod: -1}, secrets, allowAll("/allow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr3, _ := startServer(t, s3)
+	for range 2 {
+		c, err := tls.Dial("tcp", addr3, &tls.Config{RootCAs: pki.pool()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	start := time.Now()
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool()}}}
+	resp, err := client.Post("https://"+addr3+"/allow", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("request beside two silent connections at the cap: %v", err)
+	}
+	resp.Body.Close()
+	if d := time.Since(start); d < newConnGrace/2 {
+		t.Errorf("a silent connection was cut after %v, before newConnGrace", d)
+	}
 }
 
 // clientPKI is a CA and client certificates it signs.

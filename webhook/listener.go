@@ -13,24 +13,38 @@ import (
 // anyone who can reach the port grows the process by opening connections
 // and never finishing a request.
 //
-// When a new connection arrives at the cap, the connection idle longest (a
-// kept-alive connection between requests) is closed to make room; when none
-// is idle, the new connection waits, in the kernel's accept queue and in
-// Accept, until one closes. Connections busy with a request are never cut:
-// the server's read and write timeouts end those.
+// When a new connection arrives at the cap, the connection idle longest is
+// closed to make room: a kept-alive one between requests (clients retry a
+// request on a fresh connection when an idle one closes), or one that has
+// sent nothing for newConnGrace since it opened. When none is idle, the new
+// connection waits, in the kernel's accept queue and in Accept, until one
+// closes. Connections busy with a request are never cut: the server's read
+// and write timeouts end those.
 type connLimiter struct {
 	tokens chan struct{} // one per open connection
 	done   chan struct{} // closed with the listener
 
 	mu   sync.Mutex
-	idle map[*limitedConn]time.Time // since when each idle connection waits
+	idle map[*limitedConn]idleConn
 }
+
+// idleConn is when a connection turned idle, and whether it has yet to
+// send its first request.
+type idleConn struct {
+	since time.Time
+	fresh bool
+}
+
+// newConnGrace is how long a new connection may stay silent before it
+// counts as idle: far longer than a client takes between connecting and
+// sending its request, so only connections opened and left unused are cut.
+const newConnGrace = time.Second
 
 func newConnLimiter(max int) *connLimiter {
 	return &connLimiter{
 		tokens: make(chan struct{}, max),
 		done:   make(chan struct{}),
-		idle:   map[*limitedConn]time.Time{},
+		idle:   map[*limitedConn]idleConn{},
 	}
 }
 
@@ -83,9 +97,13 @@ func (l *connLimiter) closeOldestIdle() bool {
 	l.mu.Lock()
 	var oldest *limitedConn
 	var since time.Time
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
-			oldest, since = c, t
+	now := time.Now()
+	for c, ic := range l.idle {
+		if ic.fresh && now.Sub(ic.since) < newConnGrace {
+			continue
+		}
+		if oldest == nil || ic.since.Before(since) {
+			oldest, since = c, ic.since
 		}
 	}
 	if oldest != nil {
@@ -110,8 +128,8 @@ func (l *connLimiter) connState(c net.Conn, state http.ConnState) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if state == http.StateIdle {
-		l.idle[lc] = time.Now()
+	if state == http.StateNew || state == http.StateIdle {
+		l.idle[lc] = idleConn{since: time.Now(), fresh: state == http.StateNew}
 	} else {
 		delete(l.idle, lc)
 	}
