@@ -80,8 +80,10 @@ type controller struct {
 	roots   *x509.CertPool // trusts the webhook's serving certificate
 }
 
-func (c *controller) pid() int    { return c.cmd.Process.Pid }
-func (c *controller) url() string { return fmt.Sprintf("https://127.0.0.1:%d%s", c.port, githubbinding.WebhookPath) }
+func (c *controller) pid() int { return c.cmd.Process.Pid }
+func (c *controller) url() string {
+	return fmt.Sprintf("https://127.0.0.1:%d%s", c.port, githubbinding.WebhookPath)
+}
 
 // startController runs the controller as the demo does, with default
 // flags but those that put its webhook on loopback, and waits until it is

@@ -10,5 +10,7 @@
 //
 // Set BINDKIT_HOSTILE_BINARY to a controller built elsewhere (an older
 // commit, say) to measure it instead; BINDKIT_HOSTILE_MEASURE_ONLY=1 then
-// reports memory without asserting the bound.
+// reports memory without asserting the bound, and
+// BINDKIT_HOSTILE_SCENARIOS, a regular expression, selects scenarios by
+// name (an unbounded webhook may need many GiB for some).
 package hostile
