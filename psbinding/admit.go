@@ -192,7 +192,8 @@ func decodeRefusal(object string, bindings []Bindable, err error) *admissionv1.A
 	switch {
 	case errors.Is(err, duck.ErrNoPodTemplate):
 		resp := webhook.Allowed()
-		resp.Warnings = []string{fmt.Sprintf("%s: %v: admitted unchanged; declare where this kind keeps its pod template with duck.Shapes.With and duck.TemplateAt",
+		// The kube-apiserver may cut a warning beyond 256 characters.
+		resp.Warnings = []string{fmt.Sprintf("%s: %v: admitted unchanged; declare the kind's shape (duck.Shapes.With, duck.TemplateAt)",
 			bindingNames(bindings), err)}
 		return resp
 	case errors.Is(err, webhook.ErrOverloaded):

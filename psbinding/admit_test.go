@@ -146,14 +146,14 @@ func TestAdmit(t *testing.T) {
 			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"ns","labels":{"app":"web"}},"spec":{"replicas":1}}`))
 		},
 		want: decision{Allowed: true, Warnings: []string{"bindings ns/exact, ns/selector: apps/v1 Deployment ns/web: no pod template at spec.template: admitted unchanged; " +
-			"declare where this kind keeps its pod template with duck.Shapes.With and duck.TemplateAt"}},
+			"declare the kind's shape (duck.Shapes.With, duck.TemplateAt)"}},
 	}, {
 		name: "keys match case-sensitively: SPEC is not spec",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "old", []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"old","namespace":"ns"},"SPEC":{"template":{"spec":{"containers":[{"name":"a"}]}}}}`))
 		},
 		want: decision{Allowed: true, Warnings: []string{"binding ns/deleting: apps/v1 Deployment ns/old: no pod template at spec.template: admitted unchanged; " +
-			"declare where this kind keeps its pod template with duck.Shapes.With and duck.TemplateAt"}},
+			"declare the kind's shape (duck.Shapes.With, duck.TemplateAt)"}},
 	}, {
 		name: "a field twice is a clear 400",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {

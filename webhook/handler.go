@@ -178,7 +178,7 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	// grows while it is written.
 	if err := st.reserve(3*int64(len(resp.Patch)) + 4096); err != nil {
 		if errors.Is(err, ErrOverBudget) {
-			http.Error(w, fmt.Sprintf("admission controller %s: answer: %v", rt.ctrl.Path(), err), http.StatusInternalServerError)
+			http.Error(w, fmt.Sprintf("admission controller %s: answer: %v", rt.ctrl.Path(), err), http.StatusRequestEntityTooLarge)
 			return
 		}
 		s.overloaded(w, r, err.Error())
