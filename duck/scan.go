@@ -93,18 +93,39 @@ func (s Shape) scan(raw []byte, maxDepth int) (scanResult, error) {
 	}, nil
 }
 
+// metaJSON is an object's metadata as Decode reads it: managedFields are
+// skipped, as the informers drop them. They are nothing a Binding reads
+// or patches, and often a quarter of an object from the API server.
+type metaJSON struct {
+	metav1.ObjectMeta `json:",inline"`
+	// Shadows ObjectMeta's, being shallower.
+	ManagedFields skipJSON `json:"managedFields,omitempty"`
+}
+
+// skipJSON decodes any JSON value into nothing.
+type skipJSON struct{}
+
+func (*skipJSON) UnmarshalJSON([]byte) error { return nil }
+
+// withPodJSON is the JSON form of a PodSpecable workload as Decode reads it.
+type withPodJSON struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metaJSON    `json:"metadata,omitempty"`
+	Spec            WithPodSpec `json:"spec,omitempty"`
+}
+
 // podJSON is the JSON form of a Pod as the Pod shape decodes it.
 type podJSON struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              corev1.PodSpec `json:"spec,omitempty"`
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metaJSON       `json:"metadata,omitempty"`
+	Spec            corev1.PodSpec `json:"spec,omitempty"`
 }
 
 // topJSON is the part of a workload a TemplateAt shape decodes besides
 // the template.
 type topJSON struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metaJSON `json:"metadata,omitempty"`
 }
 
 // scanTypes are the type trees of the built-in shapes, computed once.
@@ -115,7 +136,7 @@ type scanTypes struct {
 var builtScanTypes = sync.OnceValue(func() *scanTypes {
 	b := jsonscan.NewBuilder()
 	ts := &scanTypes{
-		withPod:  b.TypeOf(reflect.TypeFor[WithPod]()),
+		withPod:  b.TypeOf(reflect.TypeFor[withPodJSON]()),
 		pod:      b.TypeOf(reflect.TypeFor[podJSON]()),
 		top:      b.TypeOf(reflect.TypeFor[topJSON]()),
 		template: b.TypeOf(reflect.TypeFor[corev1.PodTemplateSpec]()),

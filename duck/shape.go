@@ -116,7 +116,8 @@ var ErrNoPodTemplate = errors.New("no pod template")
 // Decode reads a workload's JSON, e.g. the object of an AdmissionReview,
 // into a new WithPod, as the kube-apiserver decodes it: field names match
 // case-sensitively (a "SPEC" key is not spec) and a field WithPod knows
-// may appear only once. It is DecodeChecked with MaxDepth and no check.
+// may appear only once. managedFields are skipped, as the informers drop
+// them. It is DecodeChecked with MaxDepth and no check.
 //
 // When the workload has no template where the shape looks, the error wraps
 // ErrNoPodTemplate and the WithPod returned with it holds the workload's
@@ -147,16 +148,18 @@ func (s Shape) DecodeChecked(raw []byte, maxDepth int, check func(ObjectStats) e
 	w := &WithPod{}
 	switch s.kind {
 	case kindSpecTemplate:
-		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, w); err != nil {
+		var wp withPodJSON
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &wp); err != nil {
 			return nil, fmt.Errorf("decode %s workload: %w", s, err)
 		}
+		w.TypeMeta, w.ObjectMeta, w.Spec = wp.TypeMeta, wp.Metadata.ObjectMeta, wp.Spec
 	case kindRoot:
 		var pod podJSON
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &pod); err != nil {
 			return nil, fmt.Errorf("decode pod: %w", err)
 		}
-		w.TypeMeta, w.ObjectMeta = pod.TypeMeta, pod.ObjectMeta
-		pod.ObjectMeta.DeepCopyInto(&w.Spec.Template.ObjectMeta)
+		w.TypeMeta, w.ObjectMeta = pod.TypeMeta, pod.Metadata.ObjectMeta
+		w.ObjectMeta.DeepCopyInto(&w.Spec.Template.ObjectMeta)
 		w.Spec.Template.Spec = pod.Spec
 		return w, nil
 	default:
@@ -164,7 +167,7 @@ func (s Shape) DecodeChecked(raw []byte, maxDepth int, check func(ObjectStats) e
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &top); err != nil {
 			return nil, fmt.Errorf("decode %s workload: %w", s, err)
 		}
-		w.TypeMeta, w.ObjectMeta = top.TypeMeta, top.ObjectMeta
+		w.TypeMeta, w.ObjectMeta = top.TypeMeta, top.Metadata.ObjectMeta
 		if res.template != nil {
 			if err := kjson.UnmarshalCaseSensitivePreserveInts(res.template, &w.Spec.Template); err != nil {
 				return nil, fmt.Errorf("%s: decode %s: %w", describe(w), s, err)

@@ -3,6 +3,7 @@ package duck_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -222,5 +223,21 @@ func TestTemplateAtNormalizes(t *testing.T) {
 		if diff := cmp.Diff(tt.path, s.Path()); diff != "" {
 			t.Errorf("TemplateAt(%q).Path() (-want +got):\n%s", tt.path, diff)
 		}
+	}
+}
+
+func TestDecodeSkipsManagedFields(t *testing.T) {
+	raw := []byte(`{"metadata":{"name":"w","managedFields":[{"manager":"kubectl","fieldsV1":{"f:spec":{}}}],"labels":{"a":"b"}},"spec":{"template":{}}}`)
+	for name, shape := range map[string]duck.Shape{"spec.template": duck.PodSpecable(), "pod": duck.Pod(), "custom": duck.TemplateAt("spec", "template", "x")} {
+		w, err := shape.Decode(raw)
+		if err != nil && !errors.Is(err, duck.ErrNoPodTemplate) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if w.ManagedFields != nil || w.Name != "w" || w.Labels["a"] != "b" {
+			t.Errorf("%s: decoded metadata %+v, want name and labels without managedFields", name, w.ObjectMeta)
+		}
+	}
+	if _, err := duck.PodSpecable().Decode([]byte(`{"metadata":{"managedFields":[],"managedFields":[]}}`)); err == nil || !strings.Contains(err.Error(), `duplicate field "managedFields"`) {
+		t.Errorf("managedFields twice: %v, want a duplicate field", err)
 	}
 }

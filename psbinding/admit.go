@@ -125,9 +125,6 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return decodeRefusal(fmt.Sprintf("%s %s/%s", gk, req.Namespace, name), bindings, err)
 	}
-	// Nothing a Binding reads or patches, and a quarter of a workload: the
-	// informers drop them too.
-	before.ManagedFields = nil
 	after := before.DeepCopy()
 	for _, b := range bindings {
 		bctx := ctx
@@ -159,29 +156,43 @@ type limitError struct{ msg string }
 
 func (e *limitError) Error() string { return e.msg }
 
-// checkObjectLimits compares what Scan counted with the limits.
+// checkObjectLimits compares what Scan counted with the limits. The
+// message is built only for an object beyond one.
 func checkObjectLimits(shape duck.Shape, st duck.ObjectStats, l webhook.ObjectLimits) error {
+	var (
+		what     string
+		n, limit int
+		flag     string
+	)
+	switch {
+	case st.Containers > l.MaxContainers:
+		what, n, limit, flag = "containers", st.Containers, l.MaxContainers, "max-containers"
+	case st.InitContainers > l.MaxContainers:
+		what, n, limit, flag = "initContainers", st.InitContainers, l.MaxContainers, "max-containers"
+	case st.EphemeralContainers > l.MaxContainers:
+		what, n, limit, flag = "ephemeralContainers", st.EphemeralContainers, l.MaxContainers, "max-containers"
+	case st.Volumes > l.MaxVolumes:
+		what, n, limit, flag = "volumes", st.Volumes, l.MaxVolumes, "max-volumes"
+	case st.MaxEnv > l.MaxEnv:
+		what, n, limit, flag = "env", st.MaxEnv, l.MaxEnv, "max-env"
+	case st.MaxVolumeMounts > l.MaxVolumeMounts:
+		what, n, limit, flag = "volumeMounts", st.MaxVolumeMounts, l.MaxVolumeMounts, "max-volume-mounts"
+	default:
+		return nil
+	}
 	spec := "spec"
 	if p := shape.Path(); p != nil {
 		spec = strings.Join(p, ".") + ".spec"
 	}
-	for _, c := range []struct {
-		what     string
-		n, limit int
-		flag     string
-	}{
-		{spec + ".containers", st.Containers, l.MaxContainers, "max-containers"},
-		{spec + ".initContainers", st.InitContainers, l.MaxContainers, "max-containers"},
-		{spec + ".ephemeralContainers", st.EphemeralContainers, l.MaxContainers, "max-containers"},
-		{spec + ".volumes", st.Volumes, l.MaxVolumes, "max-volumes"},
-		{"the env or envFrom of a container of " + spec, st.MaxEnv, l.MaxEnv, "max-env"},
-		{"the volumeMounts of a container of " + spec, st.MaxVolumeMounts, l.MaxVolumeMounts, "max-volume-mounts"},
-	} {
-		if c.n > c.limit {
-			return &limitError{fmt.Sprintf("%s has %d entries, more than the webhook's limit of %d (--webhook-%s)", c.what, c.n, c.limit, c.flag)}
-		}
+	switch what {
+	case "env":
+		what = "the env or envFrom of a container of " + spec
+	case "volumeMounts":
+		what = "the volumeMounts of a container of " + spec
+	default:
+		what = spec + "." + what
 	}
-	return nil
+	return &limitError{fmt.Sprintf("%s has %d entries, more than the webhook's limit of %d (--webhook-%s)", what, n, limit, flag)}
 }
 
 // decodeRefusal answers an object that did not decode: allowed unchanged

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	kjson "sigs.k8s.io/json"
 )
@@ -36,12 +37,54 @@ const (
 // Type is what a scan knows of the Go type a JSON value decodes into: how
 // it decodes and what one Go value of it takes. A Builder makes Types from
 // reflection; callers may mark Fields of their copies.
+//
+// A Type's Fields must not change once it has been scanned: the first scan
+// indexes them.
 type Type struct {
 	Kind    Kind
 	Size    int64             // bytes of one Go value
 	Fields  map[string]*Field // of a Struct, by JSON name, embedded structs flattened
 	Elem    *Type             // of a Slice or Map
 	ElemPtr bool              // a slice of pointers
+
+	index atomic.Pointer[fieldIndex]
+}
+
+// fieldIndex finds a Struct's fields by comparing the names of the key's
+// length: cheaper than hashing every key of the JSON.
+type fieldIndex struct {
+	byLen [][]namedField
+}
+
+type namedField struct {
+	name  string
+	field *Field
+}
+
+// field returns the Field of n called key, or nil.
+func (n *Type) field(key []byte) *Field {
+	ix := n.index.Load()
+	if ix == nil {
+		// Built from Fields, which no longer change; two scans racing here
+		// build the same index.
+		ix = &fieldIndex{}
+		for name, f := range n.Fields {
+			for len(ix.byLen) <= len(name) {
+				ix.byLen = append(ix.byLen, nil)
+			}
+			ix.byLen[len(name)] = append(ix.byLen[len(name)], namedField{name, f})
+		}
+		n.index.Store(ix)
+	}
+	if len(key) >= len(ix.byLen) {
+		return nil
+	}
+	for _, nf := range ix.byLen[len(key)] {
+		if nf.name == string(key) {
+			return nf.field
+		}
+	}
+	return nil
 }
 
 // Field is a member of a Struct Type.
@@ -128,8 +171,13 @@ func (b *Builder) TypeOf(t reflect.Type) *Type {
 }
 
 // addFields adds t's fields to n as encoding/json sees them: embedded
-// structs without a JSON name are flattened into their parent.
+// structs without a JSON name are flattened into their parent, and of two
+// fields with one name the shallower wins.
 func (b *Builder) addFields(n *Type, t reflect.Type) {
+	b.addFieldsAt(n, t, 0, map[string]int{})
+}
+
+func (b *Builder) addFieldsAt(n *Type, t reflect.Type, depth int, depths map[string]int) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -143,7 +191,7 @@ func (b *Builder) addFields(n *Type, t reflect.Type) {
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct {
-				b.addFields(n, ft)
+				b.addFieldsAt(n, ft, depth+1, depths)
 				continue
 			}
 		}
@@ -153,27 +201,32 @@ func (b *Builder) addFields(n *Type, t reflect.Type) {
 		if name == "" {
 			name = f.Name
 		}
-		if _, taken := n.Fields[name]; taken {
-			continue // the shallower field wins, as in encoding/json
+		index := len(n.Fields)
+		if old, taken := n.Fields[name]; taken {
+			if depths[name] <= depth {
+				continue // the shallower field wins, as in encoding/json
+			}
+			index = old.Index
 		}
 		ptr := false
 		if ft.Kind() == reflect.Pointer {
 			ptr, ft = true, ft.Elem()
 		}
-		n.Fields[name] = &Field{Index: len(n.Fields), Type: b.TypeOf(ft), Ptr: ptr}
+		n.Fields[name] = &Field{Index: index, Type: b.TypeOf(ft), Ptr: ptr}
+		depths[name] = depth
 	}
 }
 
 // CloneFields returns a copy of n whose Fields map, and the Fields in it,
 // are its own: a caller marks fields of the copy without touching n.
 func (n *Type) CloneFields() *Type {
-	c := *n
+	c := &Type{Kind: n.Kind, Size: n.Size, Elem: n.Elem, ElemPtr: n.ElemPtr}
 	c.Fields = make(map[string]*Field, len(n.Fields)+1)
 	for k, f := range n.Fields {
 		fc := *f
 		c.Fields[k] = &fc
 	}
-	return &c
+	return c
 }
 
 // Result is what Scan learned.
@@ -334,14 +387,11 @@ func (sc *scanner) unexpectedEnd() error {
 }
 
 func (sc *scanner) skipSpace() {
-	for sc.pos < len(sc.data) {
-		switch sc.data[sc.pos] {
-		case ' ', '\t', '\n', '\r':
-			sc.pos++
-		default:
-			return
-		}
+	data, i := sc.data, sc.pos
+	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\t' || data[i] == '\r') {
+		i++
 	}
+	sc.pos = i
 }
 
 // peek returns the next byte, or 0 at the end.
@@ -472,9 +522,9 @@ func (sc *scanner) object(n *Type) (int64, error) {
 		case isStruct:
 			var f *Field
 			if escaped {
-				f = n.Fields[unescape(key)]
+				f = n.field([]byte(unescape(key)))
 			} else {
-				f = n.Fields[string(key)]
+				f = n.field(key)
 			}
 			if f == nil {
 				_, err = sc.value(nil)
@@ -601,44 +651,62 @@ func (sc *scanner) array(n *Type) (int64, error) {
 // string scans a JSON string starting at its opening quote and reports
 // whether it holds escapes.
 func (sc *scanner) string() (escaped bool, err error) {
-	sc.pos++ // '"'
-	for sc.pos < len(sc.data) {
-		c := sc.data[sc.pos]
+	data, i := sc.data, sc.pos+1
+	for i < len(data) {
+		c := data[i]
+		if !special[c] {
+			i++
+			continue
+		}
 		switch {
 		case c == '"':
-			sc.pos++
+			sc.pos = i + 1
 			return escaped, nil
 		case c == '\\':
 			escaped = true
-			sc.pos++
-			if sc.pos >= len(sc.data) {
+			i++
+			if i >= len(data) {
+				sc.pos = i
 				return false, sc.unexpectedEnd()
 			}
-			switch sc.data[sc.pos] {
+			switch data[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				sc.pos++
+				i++
 			case 'u':
-				sc.pos++
+				i++
 				for range 4 {
-					if sc.pos >= len(sc.data) {
+					if i >= len(data) {
+						sc.pos = i
 						return false, sc.unexpectedEnd()
 					}
-					if !isHex(sc.data[sc.pos]) {
-						return false, sc.syntax("invalid character %q in \\u escape", sc.data[sc.pos])
+					if !isHex(data[i]) {
+						sc.pos = i
+						return false, sc.syntax("invalid character %q in \\u escape", data[i])
 					}
-					sc.pos++
+					i++
 				}
 			default:
-				return false, sc.syntax("invalid escape \\%c in string", sc.data[sc.pos])
+				sc.pos = i
+				return false, sc.syntax("invalid escape \\%c in string", data[i])
 			}
-		case c < 0x20:
+		default: // a control character
+			sc.pos = i
 			return false, sc.syntax("invalid control character %q in string", c)
-		default:
-			sc.pos++
 		}
 	}
+	sc.pos = i
 	return false, sc.unexpectedEnd()
 }
+
+// special marks the bytes a string scan must look at: the closing quote,
+// escapes and control characters.
+var special = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
