@@ -217,4 +217,3 @@ func (n *Type) CloneFields() *Type {
 	}
 	return c
 }
-
