@@ -253,7 +253,10 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readTimeout))
 	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit, st.reserve)
 	if err != nil {
-		if errors.Is(err, ErrOverloaded) || errors.Is(err, ErrOverBudget) {
+		if errors.Is(err, ErrOverBudget) {
+			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
+		}
+		if errors.Is(err, ErrOverloaded) {
 			return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
 		}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
