@@ -197,10 +197,16 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	}
 
 	// Listen before waiting for caches, so a taken port fails fast.
-	var ln net.Listener
+	var ln, webhookProbeLn net.Listener
 	var probeHandler *probes
 	if server != nil {
 		ln, err = listen("webhook", p.flags.WebhookAddress, p.flags.WebhookPort)
+		if err == nil && p.flags.WebhookBounds.ClientCAFile != "" {
+			// The kubelet's probes present no client certificate.
+			if webhookProbeLn, err = listen("probes", "", p.flags.ProbePort); err != nil {
+				ln.Close()
+			}
+		}
 	} else {
 		probeHandler = &probes{}
 		ln, err = listen("probes", "", p.flags.ProbePort)
@@ -234,6 +240,9 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 		probeLn := ln
 		ln = nil
 		serversWG.Go(func() { report(probeHandler.serve(serveCtx, probeLn)) })
+	}
+	if webhookProbeLn != nil {
+		serversWG.Go(func() { report(serveWebhookProbes(serveCtx, server, webhookProbeLn)) })
 	}
 	stopServers := func() {
 		stopServing()

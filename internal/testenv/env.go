@@ -45,6 +45,12 @@ type Options struct {
 	// Audit makes the kube-apiserver log every request (Metadata level) for
 	// Environment.AuditEvents, e.g. to see which permissions a client used.
 	Audit bool
+	// WebhookClientAuth makes the kube-apiserver present a client
+	// certificate to every webhook it calls, through an
+	// AdmissionConfiguration (WebhookAdmissionConfiguration kubeconfig), as
+	// a cluster does for webhooks that authenticate their caller. The CA
+	// that signed it is in Environment.WebhookClientCAFile.
+	WebhookClientAuth bool
 }
 
 // Environment is a running etcd and kube-apiserver.
@@ -58,6 +64,11 @@ type Environment struct {
 	// Dir is the temporary directory that holds every file of the
 	// environment; Stop removes it.
 	Dir string
+	// WebhookClientCAFile and WebhookClientCAPEM are the CA of the client
+	// certificate the kube-apiserver presents to webhooks, in a file and in
+	// PEM form; empty unless Options.WebhookClientAuth.
+	WebhookClientCAFile string
+	WebhookClientCAPEM  []byte
 
 	etcd, apiserver *process
 	stopGrace       time.Duration
@@ -132,6 +143,11 @@ func start(ctx context.Context, binDir string, opts Options) (_ *Environment, er
 	files, err := writeAPIServerFiles(dir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.WebhookClientAuth {
+		if err := writeWebhookClientAuth(dir, files, env); err != nil {
+			return nil, err
+		}
 	}
 	progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", apiPort)
 	var extra []string
@@ -215,6 +231,7 @@ type apiServerFiles struct {
 	serviceAccountKeyFile string
 	tokenFile             string
 	adminToken            string
+	extraArgs             []string // more kube-apiserver flags
 }
 
 func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
@@ -279,7 +296,7 @@ func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int, e
 		"--disable-admission-plugins=ServiceAccount",
 		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		"--v=0",
-	}, extra...), dir)
+	}, append(f.extraArgs, extra...)...), dir)
 }
 
 // waitHealthy polls url until it answers 200, the process exits, or ctx ends.
