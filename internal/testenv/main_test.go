@@ -6,6 +6,7 @@ import (
 	"github.com/bindkit/bindkit/internal/testenv"
 )
 
-var controlPlane testenv.Shared
+// controlPlane runs kube-controller-manager too: the package tests it.
+var controlPlane = testenv.Shared{Options: testenv.Options{ControllerManager: true}}
 
 func TestMain(m *testing.M) { controlPlane.Main(m) }
