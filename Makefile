@@ -61,7 +61,7 @@ unit:
 	BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
 
 # The API packages whose deep-copy methods deepcopy-gen writes.
-GENERATE_PKGS := ./examples/githubbinding/pkg/apis/bindings/v1alpha1 ./examples/configbinding/pkg/apis/bindings/v1alpha1
+GENERATE_PKGS := ./examples/githubbinding/pkg/apis/bindings/v1alpha1 ./examples/configbinding/pkg/apis/bindings/v1alpha1 ./examples/knativewalkthrough/pkg/apis/bindings/v1alpha1
 
 .PHONY: generate
 ## generate: regenerate zz_generated.deepcopy.go with deepcopy-gen from the tools module.

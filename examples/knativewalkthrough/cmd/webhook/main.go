@@ -1,0 +1,36 @@
+// Command webhook runs the walkthrough's GithubBinding controller and its
+// admission webhook, started the knative way with MainWithContext.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/bindkit/bindkit/examples/knativewalkthrough/pkg/reconciler/githubbinding"
+	"github.com/bindkit/bindkit/injection/sharedmain"
+)
+
+func main() {
+	// knative: ctx := signals.NewContext().
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// knative's MainWithContext parses the command line itself; bindkit's
+	// takes its flags from ctx.
+	flags, err := sharedmain.ParseFlags("webhook", os.Args[1:], os.Stderr)
+	if err != nil {
+		os.Exit(2)
+	}
+	ctx = sharedmain.WithFlags(ctx, flags)
+
+	// knative: MainWithContext returns nothing and exits on failure.
+	if err := sharedmain.MainWithContext(ctx, "webhook",
+		// For each binding we have our controller and binding webhook.
+		githubbinding.NewController, githubbinding.NewWebhook,
+	); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
