@@ -19,12 +19,15 @@ OLDER_BIN   := $(BIN)/v$(OLDER_MINOR)
 NEWEST_INPUTS := $(TOOLS)/go.mod $(TOOLS)/go.sum $(TOOLS)/etcd/main.go $(BUILD_CONTROL_PLANE)
 OLDER_INPUTS  := $(OLDER_TOOLS)/go.mod $(OLDER_TOOLS)/go.sum $(OLDER_TOOLS)/etcd/main.go $(BUILD_CONTROL_PLANE)
 
+NEWEST_BINS   := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/etcd
+OLDER_BINS    := $(OLDER_BIN)/kube-apiserver $(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/etcd
+
 export BINDKIT_BIN_DIR := $(BIN)
 
 .PHONY: demo test tools vet unit
 
 ## demo: run the githubbinding walkthrough on a local control plane.
-demo: tools
+demo: $(NEWEST_BINS)
 	$(GO) run ./hack/demo
 
 # The packages whose tests start a control plane (they import internal/testenv).
@@ -39,8 +42,7 @@ test: tools vet
 
 ## tools: build kube-apiserver, kube-controller-manager and etcd of both minors
 ## (first time: about 13 minutes per minor on 2 cores).
-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/etcd \
-	$(OLDER_BIN)/kube-apiserver $(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/etcd
+tools: $(NEWEST_BINS) $(OLDER_BINS)
 
 $(BIN)/kube-apiserver: $(NEWEST_INPUTS)
 	$(BUILD_CONTROL_PLANE) $(TOOLS) $(BIN)
