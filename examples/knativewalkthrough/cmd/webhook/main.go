@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -20,8 +22,10 @@ func main() {
 	// knative's MainWithContext parses the command line itself; bindkit's
 	// takes its flags from ctx.
 	flags, err := sharedmain.ParseFlags("webhook", os.Args[1:], os.Stderr)
-	if err != nil {
-		os.Exit(2)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	} else if err != nil {
+		os.Exit(2) // ParseFlags has printed the error
 	}
 	ctx = sharedmain.WithFlags(ctx, flags)
 
