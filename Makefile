@@ -41,7 +41,7 @@ test: tools vet
 	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test -race -count=1 $(CONTROL_PLANE_PKGS)
 
 ## tools: build kube-apiserver, kube-controller-manager and etcd of both minors
-## (first time: about 13 minutes per minor on 2 cores).
+## (first time: about 6 minutes for 1.37 and 4.5 for 1.36 on 2 idle cores).
 tools: $(NEWEST_BINS) $(OLDER_BINS)
 
 $(BIN)/kube-apiserver: $(NEWEST_INPUTS)

@@ -30,7 +30,7 @@ pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller
 total=$(go list -deps "${pkgs[@]}" | wc -l)
 etcd=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 echo "building Kubernetes $version (kube-apiserver, kube-controller-manager) and etcd $etcd into $out"
-echo "  $total packages; a first build takes about 13 minutes on 2 cores, later ones reuse the Go build cache"
+echo "  $total packages; a first build takes about 5 minutes on 2 idle cores (longer on a busy machine), later ones reuse the Go build cache"
 
 start=$SECONDS
 # -v names each package as the build reaches it; any other line is an error
