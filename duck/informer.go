@@ -7,173 +7,202 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 )
 
 // InformerFactory hands out an informer, and a lister over its cache, for a
-// resource. Implementations compose: CachedInformerFactory over
-// EnqueueInformerFactory over TypedInformerFactory is the usual stack.
+// resource. Implementations compose: a process keeps one
+// CachedInformerFactory over a MetadataInformerFactory (one slim cache per
+// resource, shared by every Binding kind), and each Binding kind reaches it
+// through its own EnqueueInformerFactory, which adds the kind's event
+// handler.
+//
+// A caching factory (CachedInformerFactory, and what wraps it) returns the
+// same started informer for a resource on every call, once its cache has
+// synced; MetadataInformerFactory returns a new, unstarted one. Objects in
+// a cache are shared: callers must not change them.
 type InformerFactory interface {
 	// Get returns the informer and lister for gvr. ctx bounds the call
 	// (for example a wait for the cache to sync), not the informer's life.
 	Get(ctx context.Context, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, cache.GenericLister, error)
 }
 
-// TypedInformerFactory builds informers that list and watch any resource, in
-// all namespaces, through the dynamic client and keep *WithPod objects in
-// their cache, without managedFields (which no Binding needs). It neither starts nor caches them: every Get builds a new,
-// unstarted informer, and whoever runs it (CachedInformerFactory, or the
-// caller with informer.Run(stop)) stops it.
-type TypedInformerFactory struct {
+// BoundIndex is the name of the index over BoundAnnotation that every
+// informer MetadataInformerFactory builds: BoundIndexKey(namespace, by)
+// lists the subjects in namespace whose record names the Binding by.
+const BoundIndex = "bindkit-bound"
+
+// BoundIndexKey is the BoundIndex key of the subjects in namespace that the
+// Binding by has bound.
+func BoundIndexKey(namespace string, by BoundBy) string { return namespace + "/" + by.String() }
+
+// MetadataInformerFactory builds informers that list and watch a resource,
+// in all namespaces, as metadata only (client-go's metadata client asks the
+// server for PartialObjectMetadata), and cache a slim copy of each object:
+// its kind (Mapper names it, so the tracker can read it from the object),
+// name, namespace, UID, resourceVersion, generation, labels, deletion
+// timestamp and BoundAnnotation. Nothing else is kept: no managedFields, no
+// other annotations, no spec. A Binding reads a subject's full object only
+// when the subject may need a patch. The informers are indexed by namespace
+// and by BoundIndex.
+//
+// It neither starts nor caches informers: every Get builds a new, unstarted
+// informer, and whoever runs it (CachedInformerFactory, or the caller with
+// informer.Run(stop)) stops it.
+type MetadataInformerFactory struct {
 	// Client lists and watches. Required.
-	Client dynamic.Interface
-	// Shapes finds each object's shape from its kind; the zero value knows
-	// the built-in shapes.
-	Shapes Shapes
+	Client metadata.Interface
+	// Mapper names the kind of each resource. Required.
+	Mapper meta.RESTMapper
 	// ResyncPeriod is the informers' resync period; 0 disables resync.
 	ResyncPeriod time.Duration
-	// ConversionError, if set, hears of each object that does not convert
-	// to WithPod. Such objects are left out of the cache (a watch event for
-	// one removes its stale copy), so a Binding never patches an object it
-	// could not read.
-	ConversionError func(obj *unstructured.Unstructured, err error)
 }
 
-var _ InformerFactory = (*TypedInformerFactory)(nil)
+var _ InformerFactory = (*MetadataInformerFactory)(nil)
 
-// Get implements InformerFactory. The informer is indexed by namespace.
-func (f *TypedInformerFactory) Get(_ context.Context, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, cache.GenericLister, error) {
-	if f.Client == nil {
-		return nil, nil, fmt.Errorf("informer for %s: TypedInformerFactory has no Client", gvr)
+// Get implements InformerFactory. The informer's objects are
+// *metav1.PartialObjectMetadata with their kind set.
+func (f *MetadataInformerFactory) Get(_ context.Context, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, cache.GenericLister, error) {
+	switch {
+	case f.Client == nil:
+		return nil, nil, fmt.Errorf("informer for %s: MetadataInformerFactory has no Client", gvr)
+	case f.Mapper == nil:
+		return nil, nil, fmt.Errorf("informer for %s: MetadataInformerFactory has no Mapper", gvr)
+	}
+	gvk, err := f.Mapper.KindFor(gvr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("informer for %s: kind: %w", gvr, err)
 	}
 	resource := f.Client.Resource(gvr)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			list, err := resource.List(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			return f.convertList(list), nil
+			return resource.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w, err := resource.Watch(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			return watch.Filter(w, f.convertEvent), nil
+			return resource.Watch(ctx, opts)
 		},
 	}
-	// Streaming lists (WatchList) work through convertEvent; the wrapper
-	// turns them off for clients that cannot do them, such as fakes.
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, f.Client), &WithPod{}, cache.SharedIndexInformerOptions{
-		ResyncPeriod:      f.ResyncPeriod,
-		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, f.Client), &metav1.PartialObjectMetadata{}, cache.SharedIndexInformerOptions{
+		ResyncPeriod: f.ResyncPeriod,
+		Indexers: cache.Indexers{
+			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+			BoundIndex:           boundIndexFunc,
+		},
 		ObjectDescription: gvr.String(),
 	})
+	if err := inf.SetTransform(slimmer(gvk)); err != nil {
+		return nil, nil, fmt.Errorf("informer for %s: %w", gvr, err)
+	}
 	return inf, cache.NewGenericLister(inf.GetIndexer(), gvr.GroupResource()), nil
 }
 
-func (f *TypedInformerFactory) convert(u *unstructured.Unstructured) (*WithPod, error) {
-	// managedFields are about a quarter of a workload's size and nothing a
-	// Binding reads or patches; dropping them before conversion keeps them
-	// out of the cache altogether.
-	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
-	return f.Shapes.For(u.GroupVersionKind().GroupKind()).FromUnstructured(u)
-}
-
-func (f *TypedInformerFactory) convertList(list *unstructured.UnstructuredList) *WithPodList {
-	out := &WithPodList{Items: make([]WithPod, 0, len(list.Items))}
-	out.APIVersion, out.Kind = list.GetAPIVersion(), list.GetKind()
-	out.ResourceVersion = list.GetResourceVersion()
-	out.Continue = list.GetContinue()
-	out.RemainingItemCount = list.GetRemainingItemCount()
-	for i := range list.Items {
-		w, err := f.convert(&list.Items[i])
-		if err != nil {
-			f.reportConversion(&list.Items[i], err)
-			continue
+// slimmer returns the transform that keeps of each object only what a
+// Binding needs to decide whether a subject may need a patch. It builds a
+// new object rather than trimming the old one, so the strings of what it
+// drops (a last-applied-configuration annotation can be the size of the
+// whole object) are not kept alive by the cache.
+func slimmer(gvk schema.GroupVersionKind) cache.TransformFunc {
+	apiVersion, kind := gvk.GroupVersion().String(), gvk.Kind
+	return func(obj any) (any, error) {
+		in, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return obj, nil // a tombstone: its object was slimmed on its way in
 		}
-		out.Items = append(out.Items, *w)
+		out := &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: kind},
+			ObjectMeta: metav1.ObjectMeta{
+				Name:              in.Name,
+				Namespace:         in.Namespace,
+				UID:               in.UID,
+				ResourceVersion:   in.ResourceVersion,
+				Generation:        in.Generation,
+				Labels:            in.Labels,
+				DeletionTimestamp: in.DeletionTimestamp,
+			},
+		}
+		if v, ok := in.Annotations[BoundAnnotation]; ok {
+			out.Annotations = map[string]string{BoundAnnotation: v}
+		}
+		return out, nil
 	}
-	return out
 }
 
-func (f *TypedInformerFactory) convertEvent(e watch.Event) (watch.Event, bool) {
-	u, ok := e.Object.(*unstructured.Unstructured)
-	if !ok {
-		return e, true // an Error event's *metav1.Status
-	}
-	if e.Type == watch.Bookmark {
-		w := &WithPod{}
-		w.APIVersion, w.Kind = u.GetAPIVersion(), u.GetKind()
-		w.ResourceVersion = u.GetResourceVersion()
-		w.Annotations = u.GetAnnotations()
-		e.Object = w
-		return e, true
-	}
-	w, err := f.convert(u)
+func boundIndexFunc(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
 	if err != nil {
-		f.reportConversion(u, err)
-		// Forget any older copy: the cache must not keep a version of the
-		// object the server no longer has.
-		w = &WithPod{}
-		w.APIVersion, w.Kind = u.GetAPIVersion(), u.GetKind()
-		w.Namespace, w.Name, w.UID = u.GetNamespace(), u.GetName(), u.GetUID()
-		w.ResourceVersion = u.GetResourceVersion()
-		e.Type = watch.Deleted
+		return nil, nil
 	}
-	e.Object = w
-	return e, true
-}
-
-func (f *TypedInformerFactory) reportConversion(u *unstructured.Unstructured, err error) {
-	if f.ConversionError != nil {
-		f.ConversionError(u, err)
+	b := BoundOf(m.GetAnnotations())
+	if len(b) == 0 {
+		return nil, nil
 	}
+	keys := make([]string, 0, len(b))
+	for by := range b {
+		keys = append(keys, BoundIndexKey(m.GetNamespace(), by))
+	}
+	return keys, nil
 }
 
 // EnqueueInformerFactory adds EventHandler to every informer its Delegate
-// hands out. Put it under a CachedInformerFactory so that each informer gets
-// the handler once.
+// hands out, once per resource however often Get is called, so a Binding
+// kind can put its handler on the process's shared informers. Its zero value
+// is not usable: set both fields. It is safe for concurrent use and must not
+// be copied after first use.
 type EnqueueInformerFactory struct {
-	// Delegate builds the informers. Required.
+	// Delegate hands out the informers, typically a CachedInformerFactory
+	// shared by every Binding kind. Required.
 	Delegate InformerFactory
 	// EventHandler is added to each informer. Required.
 	EventHandler cache.ResourceEventHandler
+
+	mu    sync.Mutex
+	added map[cache.SharedIndexInformer]bool
 }
 
 var _ InformerFactory = (*EnqueueInformerFactory)(nil)
 
 // Get implements InformerFactory.
 func (f *EnqueueInformerFactory) Get(ctx context.Context, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, cache.GenericLister, error) {
+	if f.Delegate == nil || f.EventHandler == nil {
+		return nil, nil, fmt.Errorf("informer for %s: EnqueueInformerFactory needs Delegate and EventHandler", gvr)
+	}
 	inf, lister, err := f.Delegate.Get(ctx, gvr)
 	if err != nil {
 		return nil, nil, err
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.added[inf] {
+		return inf, lister, nil
+	}
 	if _, err := inf.AddEventHandler(f.EventHandler); err != nil {
 		return nil, nil, fmt.Errorf("informer for %s: add event handler: %w", gvr, err)
 	}
+	if f.added == nil {
+		f.added = map[cache.SharedIndexInformer]bool{}
+	}
+	f.added[inf] = true
 	return inf, lister, nil
 }
 
 // CachedInformerFactory keeps one informer per resource. The first Get for a
 // resource builds the informer with Delegate and starts it; every Get, the
 // first included, then waits until the informer's cache has synced or ctx
-// ends. Informers run until Stop is closed; Get never starts anything after
-// that. Errors from Delegate are not kept: the next Get tries again.
-// CachedInformerFactory is safe for concurrent use and must not be copied
-// after first use.
+// ends. Informers run until Stop is closed (for the life of the process
+// when Stop is nil); Get never starts anything after that. Errors from
+// Delegate are not kept: the next Get tries again. CachedInformerFactory is
+// safe for concurrent use and must not be copied after first use.
 type CachedInformerFactory struct {
 	// Delegate builds the informers. Required.
 	Delegate InformerFactory
-	// Stop, when closed, stops every informer the factory started. Required:
-	// a nil channel would leave them running for the life of the process.
+	// Stop, when closed, stops every informer the factory started. A nil
+	// Stop leaves them running for the life of the process.
 	Stop <-chan struct{}
 
 	mu      sync.Mutex
@@ -199,8 +228,8 @@ var ErrFactoryStopped = errors.New("informer factory stopped")
 // when ctx ends before the cache has synced, and ErrFactoryStopped once
 // Stop is closed; the informer is kept either way.
 func (f *CachedInformerFactory) Get(ctx context.Context, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, cache.GenericLister, error) {
-	if f.Stop == nil {
-		return nil, nil, fmt.Errorf("informer for %s: CachedInformerFactory has no Stop channel", gvr)
+	if f.Delegate == nil {
+		return nil, nil, fmt.Errorf("informer for %s: CachedInformerFactory has no Delegate", gvr)
 	}
 	select {
 	case <-f.Stop:

@@ -9,15 +9,19 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/injection/injectiontest"
 )
 
 var (
@@ -36,58 +40,71 @@ func fakeDynamic(t testing.TB, objs ...map[string]any) *dynamicfake.FakeDynamicC
 	}, runtimeObjs...)
 }
 
-func TestTypedInformerFactoryConvertsByShape(t *testing.T) {
-	malformed := cronJobDoc(t)
-	malformed["metadata"].(map[string]any)["name"] = "broken"
-	malformed["spec"].(map[string]any)["jobTemplate"] = "not an object"
-	client := fakeDynamic(t, deploymentDoc(t), cronJobDoc(t), malformed)
+// fakeMetadata is a metadata client and a RESTMapper over a fake dynamic
+// client holding objs.
+func fakeMetadata(t testing.TB, objs ...map[string]any) (metadata.Interface, meta.RESTMapper) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, meta.RESTScopeNamespace)
+	return injectiontest.MetadataFromDynamic(fakeDynamic(t, objs...)), mapper
+}
 
-	var mu sync.Mutex
-	var conversionErrors []string
-	factory := &duck.CachedInformerFactory{
-		Delegate: &duck.TypedInformerFactory{Client: client, ConversionError: func(u *unstructured.Unstructured, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			conversionErrors = append(conversionErrors, u.GetName())
-		}},
-		Stop: t.Context().Done(),
+// TestMetadataInformerFactoryKeepsOnlyWhatBindingsNeed: the cache holds a
+// slim copy of each object, its kind set; managedFields, other
+// annotations, spec and status stay out. The BoundIndex finds subjects by
+// the Binding that bound them.
+func TestMetadataInformerFactoryKeepsOnlyWhatBindingsNeed(t *testing.T) {
+	doc := deploymentDoc(t)
+	md := doc["metadata"].(map[string]any)
+	md["managedFields"] = []any{map[string]any{
+		"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+		"fieldsV1": map[string]any{"f:spec": map[string]any{}},
+	}}
+	md["annotations"] = map[string]any{
+		"kubectl.kubernetes.io/last-applied-configuration": "{\"the\":\"whole object\"}",
+		duck.BoundAnnotation: "githubbindings.bindings.bindkit.dev/gh:2,configbindings.bindings.bindkit.dev/cb:1",
 	}
+	md["finalizers"] = []any{"example.com/keep"}
+	client, mapper := fakeMetadata(t, doc, cronJobDoc(t))
+	factory := &duck.CachedInformerFactory{Delegate: &duck.MetadataInformerFactory{Client: client, Mapper: mapper}, Stop: t.Context().Done()}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	tests := []struct {
-		gvr       schema.GroupVersionResource
-		name      string
-		wantImage string
-	}{
-		{deploymentsGVR, "web", "registry.example.com/shop/web:1.4.2"},
-		{cronJobsGVR, "nightly", "registry.example.com/shop/web:1.4.2"},
+	inf, lister, err := factory.Get(ctx, deploymentsGVR)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		_, lister, err := factory.Get(ctx, tt.gvr)
-		if err != nil {
-			t.Fatalf("Get(%s): %v", tt.gvr, err)
-		}
-		obj, err := lister.ByNamespace("shop").Get(tt.name)
-		if err != nil {
-			t.Fatalf("%s lister: %v", tt.gvr, err)
-		}
-		w, ok := obj.(*duck.WithPod)
-		if !ok {
-			t.Fatalf("%s lister gave a %T, want *duck.WithPod", tt.gvr, obj)
-		}
-		if got := w.Spec.Template.Spec.Containers[0].Image; got != tt.wantImage {
-			t.Errorf("%s %s: image %q, want %q", tt.gvr, tt.name, got, tt.wantImage)
+	obj, err := lister.ByNamespace("shop").Get("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "shop", Name: "web", Labels: map[string]string{"app.kubernetes.io/name": "web", "app.kubernetes.io/part-of": "shop", "tier": "frontend"},
+			Annotations: map[string]string{duck.BoundAnnotation: "githubbindings.bindings.bindkit.dev/gh:2,configbindings.bindings.bindkit.dev/cb:1"},
+		},
+	}
+	if diff := cmp.Diff(want, obj, cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ResourceVersion", "UID", "Generation")); diff != "" {
+		t.Errorf("cached object (-want +got):\n%s", diff)
+	}
+	by := duck.BoundBy{Resource: schema.GroupResource{Group: "bindings.bindkit.dev", Resource: "githubbindings"}, Name: "gh"}
+	bound, err := inf.GetIndexer().ByIndex(duck.BoundIndex, duck.BoundIndexKey("shop", by))
+	if err != nil || len(bound) != 1 {
+		t.Errorf("BoundIndex found %d objects (%v), want web", len(bound), err)
+	}
+	if _, lister, err := factory.Get(ctx, cronJobsGVR); err != nil {
+		t.Fatal(err)
+	} else if obj, err := lister.ByNamespace("shop").Get("nightly"); err != nil || obj.(*metav1.PartialObjectMetadata).Kind != "CronJob" {
+		t.Errorf("cronjob: %v, %v", obj, err)
+	}
+}
+
+func TestMetadataInformerFactoryNeedsClientAndMapper(t *testing.T) {
+	for _, f := range []*duck.MetadataInformerFactory{{}, {Mapper: meta.NewDefaultRESTMapper(nil)}} {
+		if _, _, err := f.Get(t.Context(), deploymentsGVR); err == nil {
+			t.Errorf("Get with %+v succeeded", f)
 		}
 	}
-	_, lister, _ := factory.Get(ctx, cronJobsGVR)
-	if _, err := lister.ByNamespace("shop").Get("broken"); err == nil {
-		t.Error("an object that does not convert is in the cache")
-	}
-	mu.Lock()
-	if diff := cmp.Diff([]string{"broken"}, conversionErrors); diff != "" {
-		t.Errorf("ConversionError calls (-want +got):\n%s", diff)
-	}
-	mu.Unlock()
 }
 
 // fakeFactory hands out informers whose list blocks until release is
@@ -110,13 +127,13 @@ func (f *fakeFactory) Get(_ context.Context, gvr schema.GroupVersionResource) (c
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			return &duck.WithPodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+			return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
 		},
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
 			return watch.NewFake(), nil
 		},
 	}
-	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}), &duck.WithPod{}, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}), &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
 	return inf, cache.NewGenericLister(inf.GetIndexer(), gvr.GroupResource()), nil
 }
 
@@ -177,16 +194,16 @@ func TestCachedInformerFactoryStopped(t *testing.T) {
 }
 
 func TestEnqueueInformerFactory(t *testing.T) {
-	client := fakeDynamic(t, deploymentDoc(t))
+	client, mapper := fakeMetadata(t, deploymentDoc(t))
 	added := make(chan string, 10)
-	factory := &duck.CachedInformerFactory{
-		Delegate: &duck.EnqueueInformerFactory{
-			Delegate: &duck.TypedInformerFactory{Client: client},
-			EventHandler: cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
-				added <- obj.(*duck.WithPod).Name
-			}},
-		},
-		Stop: t.Context().Done(),
+	// One shared cache, as a process has, and a Binding kind's handler on
+	// it: added once, however often the kind asks.
+	shared := &duck.CachedInformerFactory{Delegate: &duck.MetadataInformerFactory{Client: client, Mapper: mapper}, Stop: t.Context().Done()}
+	factory := &duck.EnqueueInformerFactory{
+		Delegate: shared,
+		EventHandler: cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+			added <- obj.(*metav1.PartialObjectMetadata).Name
+		}},
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -208,32 +225,7 @@ func TestEnqueueInformerFactory(t *testing.T) {
 		t.Errorf("handler called again for %q: added more than once", name)
 	case <-time.After(200 * time.Millisecond):
 	}
-}
-
-// TestTypedInformerFactoryDropsManagedFields: the cache keeps what a Binding
-// can use; managedFields, a quarter of a workload's size, stay out.
-func TestTypedInformerFactoryDropsManagedFields(t *testing.T) {
-	doc := deploymentDoc(t)
-	doc["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{
-		"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
-		"fieldsV1": map[string]any{"f:spec": map[string]any{}},
-	}}
-	factory := &duck.CachedInformerFactory{Delegate: &duck.TypedInformerFactory{Client: fakeDynamic(t, doc)}, Stop: t.Context().Done()}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	_, lister, err := factory.Get(ctx, deploymentsGVR)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := lister.ByNamespace("shop").Get("web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := obj.(*duck.WithPod)
-	if len(w.ManagedFields) != 0 {
-		t.Errorf("cached WithPod keeps %d managedFields entries", len(w.ManagedFields))
-	}
-	if w.Name != "web" || len(w.Spec.Template.Spec.Containers) == 0 {
-		t.Errorf("the rest of the object was lost: %+v", w.ObjectMeta)
+	if _, _, err := (&duck.EnqueueInformerFactory{Delegate: shared}).Get(ctx, deploymentsGVR); err == nil {
+		t.Error("EnqueueInformerFactory without a handler succeeded")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/internal/testenv"
@@ -31,6 +32,7 @@ type cluster struct {
 	env     *testenv.Environment
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
+	mapper  *duck.RESTMapper
 	ns      string
 }
 
@@ -42,6 +44,7 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatalf("install CRDs: %v", err)
 	}
 	c := &cluster{env: env, kube: kubernetes.NewForConfigOrDie(env.Config), dynamic: dynamic.NewForConfigOrDie(env.Config)}
+	c.mapper = duck.NewRESTMapper(c.kube.Discovery())
 	ns, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "duck-"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create namespace: %v", err)
@@ -102,29 +105,26 @@ func TestInformerFactoriesWithRealAPIServer(t *testing.T) {
 	c.create(t, gadgetsGVR, gadgetDoc(t))
 
 	events := make(chan string, 100)
-	factory := &duck.CachedInformerFactory{
-		Delegate: &duck.EnqueueInformerFactory{
-			Delegate: &duck.TypedInformerFactory{
-				Client: c.dynamic,
-				Shapes: duck.Shapes{}.With(gadgetKind, duck.TemplateAt("spec", "workload", "template")),
-			},
-			EventHandler: enqueueNames(events),
+	factory := &duck.EnqueueInformerFactory{
+		Delegate: &duck.CachedInformerFactory{
+			Delegate: &duck.MetadataInformerFactory{Client: metadata.NewForConfigOrDie(c.env.Config), Mapper: c.mapper},
+			Stop:     t.Context().Done(),
 		},
-		Stop: t.Context().Done(),
+		EventHandler: enqueueNames(events),
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
 	tests := []struct {
 		gvr  schema.GroupVersionResource
+		kind string
 		name string
 	}{
-		{deploymentsGVR, "web"},
-		{cronJobsGVR, "nightly"},
-		{widgetsGVR, "widget"},
-		{gadgetsGVR, "gadget"},
+		{deploymentsGVR, "Deployment", "web"},
+		{cronJobsGVR, "CronJob", "nightly"},
+		{widgetsGVR, "Widget", "widget"},
+		{gadgetsGVR, "Gadget", "gadget"},
 	}
-	want := realisticDeployment().Spec.Template.Spec.Containers[0]
 	for _, tt := range tests {
 		_, lister, err := factory.Get(ctx, tt.gvr)
 		if err != nil {
@@ -134,20 +134,19 @@ func TestInformerFactoriesWithRealAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s lister: %v", tt.gvr.Resource, err)
 		}
-		w := obj.(*duck.WithPod)
-		got := w.Spec.Template.Spec.Containers[0]
-		if got.Name != want.Name || got.Image != want.Image || len(got.Env) != len(want.Env) {
-			t.Errorf("%s %s: container 0 = %s %s with %d env vars, want %s %s with %d",
-				tt.gvr.Resource, tt.name, got.Name, got.Image, len(got.Env), want.Name, want.Image, len(want.Env))
+		m := obj.(*metav1.PartialObjectMetadata)
+		if m.Kind != tt.kind || m.APIVersion != tt.gvr.GroupVersion().String() || m.ResourceVersion == "" || len(m.ManagedFields) != 0 {
+			t.Errorf("%s %s: cached as %s %s at %q with %d managedFields, want %s, a resourceVersion and none",
+				tt.gvr.Resource, tt.name, m.APIVersion, m.Kind, m.ResourceVersion, len(m.ManagedFields), tt.kind)
 		}
 	}
 
-	// The watch delivers changes: a new Deployment, and a changed widget.
+	// The watch delivers changes: a new Deployment, and a relabelled widget.
 	second := realisticDeployment()
 	second.Name = "api"
 	c.create(t, deploymentsGVR, toMap(t, second))
-	patch := []byte(`[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"web:2"}]`)
-	if _, err := c.dynamic.Resource(widgetsGVR).Namespace(c.ns).Patch(ctx, "widget", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+	patch := []byte(`{"metadata":{"labels":{"stage":"canary"}}}`)
+	if _, err := c.dynamic.Resource(widgetsGVR).Namespace(c.ns).Patch(ctx, "widget", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patch widget: %v", err)
 	}
 	_, deployments, _ := factory.Get(ctx, deploymentsGVR)
@@ -155,7 +154,7 @@ func TestInformerFactoriesWithRealAPIServer(t *testing.T) {
 	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		_, err := deployments.ByNamespace(c.ns).Get("api")
 		w, werr := widgets.ByNamespace(c.ns).Get("widget")
-		return err == nil && werr == nil && w.(*duck.WithPod).Spec.Template.Spec.Containers[0].Image == "web:2", nil
+		return err == nil && werr == nil && w.(*metav1.PartialObjectMetadata).Labels["stage"] == "canary", nil
 	})
 	if err != nil {
 		t.Fatalf("informers never saw the new Deployment and the changed widget: %v", err)
@@ -301,9 +300,9 @@ func (h handlerFuncs) OnAdd(obj any, _ bool) { h.send(obj) }
 func (h handlerFuncs) OnUpdate(_, obj any)   { h.send(obj) }
 func (h handlerFuncs) OnDelete(any)          {}
 func (h handlerFuncs) send(obj any) {
-	w := obj.(*duck.WithPod)
+	m := obj.(*metav1.PartialObjectMetadata)
 	select {
-	case h.out <- w.Namespace + "/" + w.Name:
+	case h.out <- m.Namespace + "/" + m.Name:
 	default:
 	}
 }

@@ -161,9 +161,9 @@ func (s Shape) Decode(raw []byte) (*WithPod, error) {
 }
 
 // FromUnstructured converts a workload, e.g. from the dynamic client, into a
-// new WithPod that shares no memory with u. A missing template converts to
-// the zero template; a template path through something other than objects
-// is an error.
+// new WithPod that shares no memory with u. A template missing from u (or
+// null) is an error wrapping ErrNoPodTemplate; a template path through
+// something other than objects is another error.
 func (s Shape) FromUnstructured(u *unstructured.Unstructured) (*WithPod, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
@@ -171,6 +171,9 @@ func (s Shape) FromUnstructured(u *unstructured.Unstructured) (*WithPod, error) 
 	w := &WithPod{}
 	conv := runtime.DefaultUnstructuredConverter
 	if s.kind == kindSpecTemplate {
+		if tmpl, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "template"); !found || tmpl == nil {
+			return nil, fmt.Errorf("%s: %w at %s", describeUnstructured(u), ErrNoPodTemplate, s)
+		}
 		if err := conv.FromUnstructured(u.UnstructuredContent(), w); err != nil {
 			return nil, fmt.Errorf("%s: %w", describeUnstructured(u), err)
 		}
@@ -196,7 +199,7 @@ func (s Shape) FromUnstructured(u *unstructured.Unstructured) (*WithPod, error) 
 		return nil, fmt.Errorf("%s: %s: %w", describeUnstructured(u), s, err)
 	}
 	if !found || field == nil {
-		return w, nil
+		return nil, fmt.Errorf("%s: %w at %s", describeUnstructured(u), ErrNoPodTemplate, s)
 	}
 	tmpl, ok := field.(map[string]any)
 	if !ok {

@@ -134,18 +134,20 @@ func TryRESTMapper(ctx context.Context) (meta.RESTMapper, bool) {
 }
 
 // WithDuckInformerFactory returns a copy of ctx that carries factory, which
-// hands out PodSpecable (*duck.WithPod) informers by resource. A test can use
-// it to replace the factory New put in.
+// hands out the subjects' informers by resource. A test can use it to
+// replace the factory New put in.
 func WithDuckInformerFactory(ctx context.Context, factory duck.InformerFactory) context.Context {
 	return context.WithValue(ctx, duckFactoryKey{}, factory)
 }
 
 // DuckInformerFactory returns the factory stored by New or
-// WithDuckInformerFactory. The one New stores is a duck.CachedInformerFactory
-// over a duck.TypedInformerFactory: one informer per resource for the whole
-// process, started by its first Get, which also waits for its cache to sync;
-// so call Get from a reconciler, not from a controller constructor. It panics
-// with a message naming both setters when ctx carries none.
+// WithDuckInformerFactory. The one New stores is the process's subject
+// cache, a duck.CachedInformerFactory over a duck.MetadataInformerFactory:
+// one slim metadata informer per resource for the whole process, shared by
+// every Binding kind, started by its first Get, which also waits for its
+// cache to sync; so call Get from a reconciler, not from a controller
+// constructor. It panics with a message naming both setters when ctx
+// carries none.
 func DuckInformerFactory(ctx context.Context) duck.InformerFactory {
 	return mustLookup[duck.InformerFactory](ctx, duckFactoryKey{}, "duck informer factory", "WithDuckInformerFactory")
 }
@@ -189,4 +191,11 @@ func KubeInformerFactory(ctx context.Context) informers.SharedInformerFactory {
 // when ctx carries no informer set.
 func NamespacedKubeInformerFactory(ctx context.Context, namespace string) informers.SharedInformerFactory {
 	return mustLookup[*InformerSet](ctx, informerSetKey{}, "informer set (for a namespaced kube informer factory)", "WithInformers").NamespacedKubeInformerFactory(namespace)
+}
+
+// NamedKubeInformerFactory returns the set's informer factory limited to
+// objects named name (see InformerSet.NamedKubeInformerFactory). It panics
+// when ctx carries no informer set.
+func NamedKubeInformerFactory(ctx context.Context, name string) informers.SharedInformerFactory {
+	return mustLookup[*InformerSet](ctx, informerSetKey{}, "informer set (for a named kube informer factory)", "WithInformers").NamedKubeInformerFactory(name)
 }

@@ -3,6 +3,7 @@ package injection_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/bindkit/bindkit/duck"
@@ -32,7 +34,7 @@ func TestAccessors(t *testing.T) {
 	kube := kubefake.NewClientset()
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
 	mapper := meta.NewDefaultRESTMapper(nil)
-	factory := &duck.TypedInformerFactory{Client: dyn}
+	factory := &duck.MetadataInformerFactory{Client: metadatafake.NewSimpleMetadataClient(runtime.NewScheme()), Mapper: mapper}
 
 	tests := []struct {
 		name string
@@ -144,7 +146,7 @@ func TestInformerAccessorsPanicWithoutInformerSet(t *testing.T) {
 func TestNewWithClientsFillsContext(t *testing.T) {
 	kube := kubefake.NewClientset()
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
-	ctx, set, err := injection.NewWithClients(t.Context(), injection.Clients{Kube: kube, Dynamic: dyn})
+	ctx, set, err := injection.NewWithClients(t.Context(), injection.Clients{Kube: kube, Dynamic: dyn, Metadata: metadatafake.NewSimpleMetadataClient(runtime.NewScheme())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +171,9 @@ func TestNewWithClientsFillsContext(t *testing.T) {
 		t.Errorf("TryConfig reported a config although Clients.Config was nil")
 	}
 
-	if _, _, err := injection.NewWithClients(t.Context(), injection.Clients{Kube: kube}); err == nil {
-		t.Errorf("NewWithClients without a dynamic client did not fail")
+	_, _, err = injection.NewWithClients(t.Context(), injection.Clients{Kube: kube})
+	if err == nil || !strings.Contains(err.Error(), "Dynamic, Metadata") {
+		t.Errorf("NewWithClients without dynamic and metadata clients: error %v, want one naming both", err)
 	}
 }
 

@@ -38,9 +38,10 @@
 //	if err := informers.WaitForCacheSync(ctx); err != nil { ... }
 //	impl.Run(ctx)
 //
-// The duck informer factory is the exception: it hands out PodSpecable
-// informers for whatever resources Bindings name at run time, so each
-// starts on its first Get (which waits for its cache), as
+// The duck informer factory is the exception: it is the subject cache, one
+// slim metadata informer per resource (duck.MetadataInformerFactory)
+// shared by every Binding kind, for whatever resources Bindings name at run
+// time, so each starts on its first Get (which waits for its cache), as
 // duck.CachedInformerFactory does. Every informer stops when the context
 // given to New ends or on InformerSet.Shutdown.
 //

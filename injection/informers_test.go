@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,11 +160,12 @@ func TestShutdownStopsInformers(t *testing.T) {
 	}
 }
 
-// The duck factory in the context serves PodSpecable informers over the
-// dynamic client and keeps one per resource.
+// The duck factory in the context is the subject cache: slim metadata
+// with the kind set, one informer per resource.
 func TestDuckInformerFactoryFromContext(t *testing.T) {
 	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}", duck.BoundAnnotation: "githubbindings.bindings.bindkit.dev/gh:1"}},
 		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "web", Image: "nginx"}},
 		}}},
@@ -187,14 +189,16 @@ func TestDuckInformerFactoryFromContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var images []string
+	var got []*metav1.PartialObjectMetadata
 	for _, o := range objs {
-		w := o.(*duck.WithPod)
-		for _, c := range w.Spec.Template.Spec.Containers {
-			images = append(images, w.Namespace+"/"+w.Name+": "+c.Image)
-		}
+		got = append(got, o.(*metav1.PartialObjectMetadata))
 	}
-	if diff := cmp.Diff([]string{"shop/web: nginx"}, images); diff != "" {
-		t.Errorf("duck lister (-want +got):\n%s", diff)
+	want := []*metav1.PartialObjectMetadata{{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{duck.BoundAnnotation: "githubbindings.bindings.bindkit.dev/gh:1"}},
+	}}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ResourceVersion")); diff != "" {
+		t.Errorf("subject cache (-want +got):\n%s", diff)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/bindkit/bindkit/controller/logging"
@@ -27,6 +30,9 @@ type Clients struct {
 	Kube kubernetes.Interface
 	// Dynamic reads and writes any resource, custom ones included. Required.
 	Dynamic dynamic.Interface
+	// Metadata lists and watches any resource as metadata only, for the
+	// shared subject cache. Required.
+	Metadata metadata.Interface
 	// RESTMapper turns kinds into resources. When nil, a duck.RESTMapper
 	// over Kube's discovery client is used.
 	RESTMapper meta.RESTMapper
@@ -37,7 +43,6 @@ type Option func(*options)
 
 type options struct {
 	resync      time.Duration
-	shapes      duck.Shapes
 	kubeOptions []informers.SharedInformerOption
 	logger      *zap.Logger
 }
@@ -47,12 +52,6 @@ type options struct {
 // resync off; controllers are expected to requeue what they need to.
 func WithResyncPeriod(d time.Duration) Option {
 	return func(o *options) { o.resync = d }
-}
-
-// WithShapes tells the duck informer factory where custom kinds keep their
-// pod template. The default, the zero duck.Shapes, knows the built-ins.
-func WithShapes(shapes duck.Shapes) Option {
-	return func(o *options) { o.shapes = shapes }
 }
 
 // WithKubeInformerOptions passes options to client-go's shared informer
@@ -90,14 +89,25 @@ func New(ctx context.Context, cfg *rest.Config, opts ...Option) (context.Context
 	if err != nil {
 		return nil, nil, fmt.Errorf("injection: dynamic client for %s: %w", cfg.Host, err)
 	}
-	return NewWithClients(ctx, Clients{Config: cfg, Kube: kube, Dynamic: dyn}, opts...)
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("injection: metadata client for %s: %w", cfg.Host, err)
+	}
+	return NewWithClients(ctx, Clients{Config: cfg, Kube: kube, Dynamic: dyn, Metadata: md}, opts...)
 }
 
 // NewWithClients is New for clients that already exist, such as fakes. It
-// fails only when Kube or Dynamic is nil.
+// fails, naming the field, when Kube, Dynamic or Metadata is nil.
 func NewWithClients(ctx context.Context, clients Clients, opts ...Option) (context.Context, *InformerSet, error) {
-	if clients.Kube == nil || clients.Dynamic == nil {
-		return nil, nil, errors.New("injection: Clients needs both Kube and Dynamic")
+	var missing []string
+	for name, ok := range map[string]bool{"Kube": clients.Kube != nil, "Dynamic": clients.Dynamic != nil, "Metadata": clients.Metadata != nil} {
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, nil, fmt.Errorf("injection: Clients needs %s", strings.Join(missing, ", "))
 	}
 	o := &options{logger: logging.FromContext(ctx)}
 	for _, opt := range opts {

@@ -26,6 +26,19 @@ type admitter struct {
 	// excludedNamespace is never mutated, whatever the webhook configuration
 	// says: the namespace the webhook itself runs in.
 	excludedNamespace string
+	// resource is the Bindings' resource, under which Admit records what it
+	// applied in the subject's duck.BoundAnnotation; empty until known.
+	resource atomic.Pointer[schema.GroupResource]
+}
+
+// boundBy is how b appears in a subject's duck.BoundAnnotation, and whether
+// the Bindings' resource is known.
+func (a *admitter) boundBy(b Bindable) (duck.BoundBy, bool) {
+	gr := a.resource.Load()
+	if gr == nil {
+		return duck.BoundBy{}, false
+	}
+	return duck.BoundBy{Resource: *gr, Name: b.GetName()}, true
 }
 
 // setIndex replaces the index Admit consults and returns the Bindings that
@@ -102,6 +115,11 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return webhook.Errored(http.StatusBadRequest, fmt.Errorf("%s %s/%s: decode metadata: %w", gk, req.Namespace, req.Name, err))
 	}
+	if meta.Labels[ExcludeLabel] == "true" {
+		// The configuration's object selector keeps such objects away; this
+		// holds while an edited configuration is being restored.
+		return webhook.Allowed()
+	}
 	name := req.Name
 	if name == "" {
 		name = meta.Name
@@ -124,10 +142,17 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 				return webhook.Denied(fmt.Sprintf("binding %s/%s: %v", b.GetNamespace(), b.GetName(), err))
 			}
 		}
+		by, record := a.boundBy(b)
 		if b.GetDeletionTimestamp() != nil {
 			b.Undo(bctx, after)
+			if record {
+				duck.MarkUnbound(after, by)
+			}
 		} else {
 			b.Do(bctx, after)
+			if record {
+				duck.MarkBound(after, by, b.GetGeneration())
+			}
 		}
 	}
 	ops, err := shape.CreatePatch(before, after)

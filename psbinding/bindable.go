@@ -2,6 +2,7 @@ package psbinding
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -48,4 +49,37 @@ func subjectOfBindable(b Bindable) (tracker.Reference, string, string) {
 		ref.Namespace = b.GetNamespace()
 	}
 	return ref, b.GetNamespace(), b.GetName()
+}
+
+// NamespaceError reports a subject reference that leaves its Binding's
+// namespace. A namespaced Binding acts only in its own namespace, on both
+// paths: the reconciler marks it not Ready with ReasonSubjectOutsideNamespace
+// and never patches the subject; admission never applies it; the webhook
+// configuration ignores it. The framework enforces this whatever the
+// Binding's CRD says.
+type NamespaceError struct {
+	// Binding is the Binding, as namespace/name.
+	Binding string
+	// BindingNamespace is the Binding's namespace, empty for a Binding kind
+	// that is cluster-scoped.
+	BindingNamespace string
+	// SubjectNamespace is the namespace the subject reference names.
+	SubjectNamespace string
+}
+
+func (e *NamespaceError) Error() string {
+	if e.BindingNamespace == "" {
+		return fmt.Sprintf("binding %s is cluster-scoped: bindkit binds subjects of namespaced Bindings only, each in its own namespace (the subject names namespace %q)", e.Binding, e.SubjectNamespace)
+	}
+	return fmt.Sprintf("subject namespace %q is not the binding's namespace %q: binding %s may only bind subjects in namespace %q", e.SubjectNamespace, e.BindingNamespace, e.Binding, e.BindingNamespace)
+}
+
+// checkSubjectNamespace returns a *NamespaceError when ref, with its
+// namespace already defaulted to the Binding's, leaves the Binding's
+// namespace.
+func checkSubjectNamespace(bindingNamespace, bindingName string, ref tracker.Reference) error {
+	if bindingNamespace != "" && ref.Namespace == bindingNamespace {
+		return nil
+	}
+	return &NamespaceError{Binding: bindingNamespace + "/" + bindingName, BindingNamespace: bindingNamespace, SubjectNamespace: ref.Namespace}
 }

@@ -59,8 +59,9 @@ type selectorSet[B any] struct {
 type subjectOf[B any] func(B) (ref tracker.Reference, namespace, name string)
 
 // newIndex indexes bindings by subject. A Binding whose reference does not
-// validate is left out and reported in the returned errors, so one bad
-// Binding does not stop the others from applying.
+// validate, or leaves the Binding's namespace, is left out and reported in
+// the returned errors, so one bad Binding does not stop the others from
+// applying.
 func newIndex[B any](bindings []B, subject subjectOf[B]) (*index[B], []error) {
 	ix := &index[B]{
 		exact:     make(map[exactKey][]indexed[B]),
@@ -70,6 +71,12 @@ func newIndex[B any](bindings []B, subject subjectOf[B]) (*index[B], []error) {
 	var errs []error
 	for _, b := range bindings {
 		ref, ns, name := subject(b)
+		// A Binding that reaches out of its namespace is never filed, so
+		// admission never applies it anywhere.
+		if err := checkSubjectNamespace(ns, name, ref); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		if err := ix.add(b, ref, ns+"/"+name); err != nil {
 			errs = append(errs, fmt.Errorf("binding %s/%s: subject %s: %w", ns, name, ref, err))
 		}

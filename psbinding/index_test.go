@@ -1,6 +1,7 @@
 package psbinding
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -139,10 +140,27 @@ func TestIndexReportsInvalidBindings(t *testing.T) {
 		bySelector("ns", "bad-selector", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "app", Operator: "Sometimes"},
 		}}),
+		// Filed under "other", it would apply in a namespace it may not
+		// touch.
+		{namespace: "ns", name: "cross-namespace-name", subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "other", Name: "web"}},
+		{namespace: "ns", name: "cross-namespace-selector", subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "other", Selector: matchLabels("app", "web")}},
+		{namespace: "", name: "cluster-scoped", subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "other", Name: "web"}},
 	}
 	ix, errs := newIndex(bindings, subjectOfTest)
-	if len(errs) != 2 {
-		t.Errorf("got %d errors, want 2: %v", len(errs), errs)
+	if len(errs) != 5 {
+		t.Errorf("got %d errors, want 5: %v", len(errs), errs)
+	}
+	var nsErrs int
+	for _, err := range errs {
+		if _, ok := errors.AsType[*NamespaceError](err); ok {
+			nsErrs++
+		}
+	}
+	if nsErrs != 3 {
+		t.Errorf("got %d *NamespaceError, want 3: %v", nsErrs, errs)
+	}
+	if got := ix.lookup("apps", "Deployment", "other", "web", map[string]string{"app": "web"}); len(got) != 0 {
+		t.Errorf("cross-namespace bindings applied in namespace other: %v", names(got))
 	}
 	if diff := cmp.Diff([]string{"ns/good"}, names(ix.lookup("apps", "Deployment", "ns", "web", nil))); diff != "" {
 		t.Errorf("valid binding not indexed (-want +got):\n%s", diff)

@@ -1,21 +1,20 @@
 package psbinding
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -26,9 +25,13 @@ import (
 )
 
 // SubResourcesReconcilerInterface is implemented by a Binding author who
-// owns objects beside the subjects (a ConfigMap the Binding creates, say).
-// Reconcile runs after the subjects are bound; ReconcileDeletion runs first
-// when the Binding is deleted, before its subjects are unbound.
+// owns objects beside the subjects (a ConfigMap the Binding creates, say)
+// that Do may make the subjects refer to. The order is that of a stack:
+// Reconcile runs before any subject is bound, and a failure keeps the
+// subjects from being bound (the Binding is not Ready, reason
+// SubResourcesFailed), so a subject never refers to something that does not
+// exist yet; ReconcileDeletion runs after every subject is unbound, so a
+// subject never refers to something already deleted.
 type SubResourcesReconcilerInterface interface {
 	Reconcile(ctx context.Context, b Bindable) error
 	ReconcileDeletion(ctx context.Context, b Bindable) error
@@ -36,13 +39,39 @@ type SubResourcesReconcilerInterface interface {
 
 // Reasons of the Ready condition the BaseReconciler sets.
 const (
-	ReasonSubjectInvalid        = "SubjectInvalid"
-	ReasonSubjectKindNotFound   = "SubjectKindNotFound"
-	ReasonSubjectsUnavailable   = "SubjectsUnavailable"
-	ReasonSubjectPatchFailed    = "SubjectPatchFailed"
-	ReasonSubResourcesFailed    = "SubResourcesFailed"
-	ReasonBoundAtAdmissionOnly  = "BoundAtAdmissionOnly"
-	ReasonNamespaceLabelFailed  = "NamespaceLabelFailed"
+	// ReasonSubjectInvalid: the subject reference does not validate.
+	ReasonSubjectInvalid = "SubjectInvalid"
+	// ReasonSubjectOutsideNamespace: the subject reference names another
+	// namespace than the Binding's (see NamespaceError).
+	ReasonSubjectOutsideNamespace = "SubjectOutsideNamespace"
+	// ReasonSubjectKindNotFound: the API server does not serve the
+	// subject's kind (yet); the Binding looks again every 30 seconds.
+	ReasonSubjectKindNotFound = "SubjectKindNotFound"
+	// ReasonSubjectsUnavailable: the subjects could not be listed.
+	ReasonSubjectsUnavailable = "SubjectsUnavailable"
+	// ReasonSubjectPatchFailed: a subject could not be patched.
+	ReasonSubjectPatchFailed = "SubjectPatchFailed"
+	// ReasonSubjectHasNoPodTemplate: a subject has no pod template where
+	// its kind's shape says it is; it is never patched.
+	ReasonSubjectHasNoPodTemplate = "SubjectHasNoPodTemplate"
+	// ReasonSubjectUnreadable: a subject's object does not convert to the
+	// pod template its shape describes.
+	ReasonSubjectUnreadable = "SubjectUnreadable"
+	// ReasonSubResourcesFailed: the SubResourcesReconciler failed, so no
+	// subject was bound.
+	ReasonSubResourcesFailed = "SubResourcesFailed"
+	// ReasonContextFailed: WithContext failed, so no subject was bound.
+	ReasonContextFailed = "ContextFailed"
+	// ReasonBoundAtAdmissionOnly: the subject's kind cannot change its pod
+	// template in place; it is bound when created.
+	ReasonBoundAtAdmissionOnly = "BoundAtAdmissionOnly"
+	// ReasonNamespaceExcluded: the Binding's namespace is labelled
+	// ExcludeLabel=true, so nothing in it is bound.
+	ReasonNamespaceExcluded = "NamespaceExcluded"
+	// ReasonNamespaceNotIncluded: in InclusionMode, the Binding's namespace
+	// is not labelled IncludeLabel=true, so nothing in it is bound.
+	ReasonNamespaceNotIncluded = "NamespaceNotIncluded"
+
 	reasonFinalizerUpdateFailed = "FinalizerUpdateFailed"
 	reasonStatusUpdateFailed    = "StatusUpdateFailed"
 	reasonUnbindFailed          = "UnbindFailed"
@@ -52,66 +81,152 @@ const (
 // once when BaseReconciler.PatchConcurrency is zero.
 const DefaultPatchConcurrency = 8
 
+// DefaultFieldManager is the field manager of the reconciler's writes when
+// BaseReconciler.FieldManager is empty.
+const DefaultFieldManager = "bindkit"
+
 // kindNotFoundRetry is how long a Binding whose subject kind is unknown
 // waits before it looks again: the kind's CRD may be installed later.
 const kindNotFoundRetry = 30 * time.Second
 
+// conflictRetry is how long a reconcile whose write of the Binding itself
+// conflicted waits before it runs again: long enough for the informer to
+// deliver the change that caused the conflict.
+const conflictRetry = 250 * time.Millisecond
+
 // BaseReconciler makes one kind of Binding take effect on the subjects that
-// already exist: it applies Do to each subject (Undo when the Binding is
-// being deleted) and patches the subject through the dynamic client. Its
-// fields follow knative's psbinding.BaseReconciler, with Mapper added
-// because resource names come from discovery, never from guessed plurals.
+// already exist. Its fields follow knative's psbinding.BaseReconciler, with
+// Mapper added because resource names come from discovery, never from
+// guessed plurals.
+//
+// A reconcile of a Binding, in order:
+//
+//  1. adds the finalizer (and, in the same write, records the subject kinds
+//     the Binding binds, see SubjectKindsAnnotation);
+//  2. calls WithContext once; Do and Undo of every subject run in the
+//     context it returns;
+//  3. stops, with the Ready condition saying why, when the subject
+//     reference is invalid or names another namespace, when the kind is not
+//     served, or when the Binding's namespace is excluded (or, in
+//     InclusionMode, not included);
+//  4. runs the SubResourcesReconciler;
+//  5. binds every selected subject whose duck.BoundAnnotation does not
+//     record this Binding at its current generation, and unbinds every
+//     subject that records this Binding but is no longer selected (or is of
+//     a kind the Binding no longer names). A subject labelled ExcludeLabel
+//     is never patched, whatever it records.
+//
+// Subjects are read from the process's slim metadata cache (Factory); a
+// subject's full object is read only when it needs a patch, so a reconcile
+// of a Binding already in force sends no request at all. Each patch is a
+// JSON patch guarded by duck.Guard: it tests the values it depends on, not
+// the whole object's resourceVersion, so it goes through while other
+// clients edit other parts of the subject, and is recomputed from a fresh
+// read when someone changed what it would overwrite.
+//
+// On deletion every subject the Binding bound is unbound first (those of an
+// excluded namespace or labelled ExcludeLabel are left as they are), then
+// the SubResourcesReconciler's ReconcileDeletion runs, then the finalizer
+// goes.
 //
 // Only the leader writes: embed promotion with LeaderAwareFuncs, as an Impl
-// run under controller.RunLeaderElected does.
+// run under controller.RunLeaderElected does. A BaseReconciler that lacks a
+// required field fails every reconcile with a permanent error naming the
+// field; it never panics.
 type BaseReconciler struct {
 	controller.LeaderAwareFuncs
 
 	// GVR is the Bindings' resource, e.g. githubbindings.bindkit.dev/v1alpha1.
+	// Required.
 	GVR schema.GroupVersionResource
 	// Get returns the Binding namespace/name, typically straight from a
 	// lister: the reconciler works on a copy, never on the cached object. An
-	// error satisfying apierrors.IsNotFound means it is gone.
+	// error satisfying apierrors.IsNotFound means it is gone. Required.
 	Get func(namespace, name string) (Bindable, error)
-	// WithContext, if set, prepares the context Do and Undo run in.
+	// WithContext, if set, prepares the context Do and Undo run in. It is
+	// called once per reconcile; its failure is reported in the Ready
+	// condition (reason ContextFailed) and no subject is patched.
 	WithContext BindableContext
-	// DynamicClient patches subjects and writes the Bindings' finalizers
-	// and status.
+	// DynamicClient reads and patches subjects and writes the Bindings'
+	// finalizers and status. Required.
 	DynamicClient dynamic.Interface
-	// Factory hands out the subjects' informers; the usual stack enqueues
-	// through Tracker so that a subject's change reconciles its Bindings.
+	// Factory hands out the subjects' informers: the process's slim
+	// metadata cache (duck.MetadataInformerFactory behind a
+	// duck.CachedInformerFactory), reached through a
+	// duck.EnqueueInformerFactory whose handler tells Tracker of every
+	// subject change. It also serves namespaces, whose labels opt subjects
+	// out (or in). Required.
 	Factory duck.InformerFactory
-	// Mapper turns a subject's kind into its resource.
+	// Mapper turns a subject's kind into its resource. Required.
 	Mapper meta.RESTMapper
-	// Tracker records which Binding watches which subjects.
+	// Tracker records which Binding watches which subjects (and the
+	// Binding's namespace). Required.
 	Tracker tracker.Interface
-	// Recorder receives an event for each failure.
+	// Recorder, if set, receives a Warning event for each failure an
+	// operator must act on. Conflicts, which a retry resolves, are not
+	// reported.
 	Recorder record.EventRecorder
 	// Shapes finds the pod template of each subject kind; the zero value
 	// knows the built-in shapes.
 	Shapes duck.Shapes
 
-	// SelectorMode InclusionMode makes the reconciler label each subject's
-	// namespace with IncludeLabel=true, through NamespaceLister and
-	// KubeClient; in ExclusionMode, the default, neither is needed.
-	SelectorMode    SelectorMode
+	// SelectorMode chooses which namespaces Bindings act in: in
+	// ExclusionMode, the default, every namespace but those labelled
+	// ExcludeLabel=true; in InclusionMode only those labelled
+	// IncludeLabel=true. The admission controller must use the same mode.
+	SelectorMode SelectorMode
+	// NamespaceLister, if set, reads namespaces' labels; otherwise they are
+	// read through Factory.
 	NamespaceLister corelisters.NamespaceLister
-	KubeClient      kubernetes.Interface
+	// ExcludedNamespaces are namespaces Bindings never act in, whatever
+	// their labels, so that the reconciler agrees with the webhook
+	// configuration: NewReconcilerImpl sets the system namespace and, unless
+	// the webhook may be called there, KubeNamespaces.
+	ExcludedNamespaces []string
 
 	// SubResourcesReconciler, if set, reconciles what the Binding owns
 	// besides its subjects.
 	SubResourcesReconciler SubResourcesReconcilerInterface
 	// AdmissionOnly lists the subject kinds whose pod template cannot be
-	// changed in place, which are bound at admission only. Nil means bare
-	// Pods and Jobs.
+	// changed in place, which are bound at admission only and never read
+	// by the reconciler. Nil means bare Pods and Jobs.
 	AdmissionOnly []schema.GroupKind
 	// PatchConcurrency bounds parallel subject patches; 0 means
 	// DefaultPatchConcurrency.
 	PatchConcurrency int
+	// FieldManager names the reconciler in the managedFields of what it
+	// writes; empty means DefaultFieldManager.
+	FieldManager string
+
+	checkOnce sync.Once
+	checkErr  error
+}
+
+// check reports the required fields that are missing, once.
+func (r *BaseReconciler) check() error {
+	r.checkOnce.Do(func() {
+		var missing []string
+		for name, ok := range map[string]bool{
+			"GVR": !r.GVR.Empty(), "Get": r.Get != nil, "DynamicClient": r.DynamicClient != nil,
+			"Factory": r.Factory != nil, "Mapper": r.Mapper != nil, "Tracker": r.Tracker != nil,
+		} {
+			if !ok {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			r.checkErr = fmt.Errorf("psbinding: BaseReconciler for %s: missing %s", cmp.Or(r.GVR.GroupResource().String(), "an unnamed resource"), strings.Join(missing, ", "))
+		}
+	})
+	return r.checkErr
 }
 
 // Reconcile implements controller.Reconciler for the Binding at key.
 func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
+	if err := r.check(); err != nil {
+		return controller.NewPermanentError(err)
+	}
 	if !r.IsLeader() {
 		return nil // followers keep warm caches but never write
 	}
@@ -121,7 +236,7 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	}
 	b, err := r.Get(namespace, name)
 	if apierrors.IsNotFound(err) {
-		return nil // deleted after it was queued: nothing left to unbind
+		return nil // deleted after it was queued: its finalizer saw to its subjects
 	}
 	if err != nil {
 		return fmt.Errorf("binding %s: get: %w", key, err)
@@ -131,145 +246,44 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	if b.GetDeletionTimestamp() != nil {
 		return r.reconcileDeletion(ctx, b)
 	}
-	if err := r.ensureFinalizer(ctx, b); err != nil {
-		r.warn(b, reasonFinalizerUpdateFailed, err)
-		return err
-	}
 
 	orig := b.DeepCopyObject().(Bindable)
 	status := b.GetBindingStatus()
 	// The generation first: conditions record the generation they describe.
 	status.SetObservedGeneration(b.GetGeneration())
 	status.InitializeConditions()
-	reconcileErr := r.reconcileSubjects(ctx, b)
+	reconcileErr := r.reconcileBinding(ctx, b)
+	if ctx.Err() != nil {
+		// Demoted, or shutting down: another replica (or this one, later)
+		// reconciles again; a status written now would be a write after
+		// demotion, and would report the interruption as a failure.
+		return context.Cause(ctx)
+	}
 	if err := r.updateStatus(ctx, orig, b); err != nil {
-		r.warn(b, reasonStatusUpdateFailed, err)
 		return errors.Join(reconcileErr, err)
 	}
 	return reconcileErr
 }
 
-// reconcileSubjects binds every subject, runs the SubResourcesReconciler and
-// records the outcome in the Ready condition. Errors that a retry cannot fix
-// are permanent.
-func (r *BaseReconciler) reconcileSubjects(ctx context.Context, b Bindable) error {
-	status := b.GetBindingStatus()
-	ref, gvr, err := r.resolveSubject(ctx, b)
-	if err != nil {
-		var unavailable *unavailableError
-		if errors.As(err, &unavailable) {
-			status.MarkBindingUnavailable(unavailable.reason, unavailable.Error())
-			r.warn(b, unavailable.reason, err)
-			return unavailable.retry
-		}
-		return err
+// warn records a Warning event on the Binding, unless err is a conflict
+// that a retry resolves, or the reconcile was cut short by demotion or
+// shutdown (an event is a write too).
+func (r *BaseReconciler) warn(ctx context.Context, b Bindable, reason string, err error) {
+	if r.Recorder == nil || isConflict(err) || ctx.Err() != nil {
+		return
 	}
-	if r.SelectorMode == InclusionMode {
-		if err := r.labelNamespace(ctx, ref.Namespace); err != nil {
-			status.MarkBindingUnavailable(ReasonNamespaceLabelFailed, err.Error())
-			r.warn(b, ReasonNamespaceLabelFailed, err)
-			return err
-		}
-	}
-	subjects, err := r.listSubjects(ctx, ref, gvr)
-	if err != nil {
-		status.MarkBindingUnavailable(ReasonSubjectsUnavailable, err.Error())
-		r.warn(b, ReasonSubjectsUnavailable, err)
-		return err
-	}
-	if r.admissionOnly(ref) {
-		status.MarkBindingUnavailable(ReasonBoundAtAdmissionOnly,
-			fmt.Sprintf("%s cannot change its pod template in place; it is bound when created", gvr.GroupResource()))
-		return r.reconcileSubResources(ctx, b)
-	}
-	// Subjects that left the selection (relabelled, or the selector
-	// changed) are unbound; Undo leaves a subject it never bound unchanged,
-	// so this costs no write for them.
-	err = errors.Join(
-		r.patchSubjects(ctx, b, gvr, subjects.selected, b.Do),
-		r.patchSubjects(ctx, b, gvr, subjects.others, b.Undo),
-	)
-	if err != nil {
-		status.MarkBindingUnavailable(ReasonSubjectPatchFailed, err.Error())
-		r.warn(b, ReasonSubjectPatchFailed, err)
-		return err
-	}
-	if err := r.reconcileSubResources(ctx, b); err != nil {
-		return err
-	}
-	status.MarkBindingAvailable()
-	return nil
+	r.Recorder.Event(b, corev1.EventTypeWarning, reason, err.Error())
 }
 
-func (r *BaseReconciler) reconcileSubResources(ctx context.Context, b Bindable) error {
-	if r.SubResourcesReconciler == nil {
-		return nil
-	}
-	if err := r.SubResourcesReconciler.Reconcile(ctx, b); err != nil {
-		b.GetBindingStatus().MarkBindingUnavailable(ReasonSubResourcesFailed, err.Error())
-		r.warn(b, ReasonSubResourcesFailed, err)
-		return fmt.Errorf("binding %s/%s: sub-resources: %w", b.GetNamespace(), b.GetName(), err)
-	}
-	return nil
+// fieldManager is the field manager of every write.
+func (r *BaseReconciler) fieldManager() string { return cmp.Or(r.FieldManager, DefaultFieldManager) }
+
+// boundBy is how b appears in its subjects' duck.BoundAnnotation.
+func (r *BaseReconciler) boundBy(b Bindable) duck.BoundBy {
+	return duck.BoundBy{Resource: r.GVR.GroupResource(), Name: b.GetName()}
 }
 
-// reconcileDeletion unbinds every subject and then lets the Binding go. A
-// subject that is gone, or that the controller may no longer patch, does
-// not hold the Binding back.
-func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) error {
-	if !r.hasFinalizer(b) {
-		return nil
-	}
-	if r.SubResourcesReconciler != nil {
-		if err := r.SubResourcesReconciler.ReconcileDeletion(ctx, b); err != nil {
-			r.warn(b, ReasonSubResourcesFailed, err)
-			return fmt.Errorf("binding %s/%s: sub-resources deletion: %w", b.GetNamespace(), b.GetName(), err)
-		}
-	}
-	ref, gvr, err := r.resolveSubject(ctx, b)
-	switch {
-	case err == nil && !r.admissionOnly(ref):
-		subjects, err := r.listSubjects(ctx, ref, gvr)
-		if err != nil {
-			r.warn(b, reasonUnbindFailed, err)
-			return err
-		}
-		if err := r.patchSubjects(ctx, b, gvr, append(subjects.selected, subjects.others...), b.Undo); err != nil {
-			r.warn(b, reasonUnbindFailed, err)
-			return err
-		}
-	case err != nil && !errors.As(err, new(*unavailableError)):
-		return err
-	}
-	// An unresolvable subject (invalid reference, unknown kind) was never
-	// bound by the reconciler, so there is nothing to undo.
-	if err := r.removeFinalizer(ctx, b); err != nil {
-		r.warn(b, reasonFinalizerUpdateFailed, err)
-		return err
-	}
-	return nil
-}
-
-// updateStatus writes b's status when it differs from orig's.
-func (r *BaseReconciler) updateStatus(ctx context.Context, orig, b Bindable) error {
-	if equality.Semantic.DeepEqual(orig.GetBindingStatus(), b.GetBindingStatus()) {
-		return nil
-	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
-	if err != nil {
-		return fmt.Errorf("binding %s/%s: convert for status update: %w", b.GetNamespace(), b.GetName(), err)
-	}
-	obj := &unstructured.Unstructured{Object: u}
-	_, err = r.DynamicClient.Resource(r.GVR).Namespace(b.GetNamespace()).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("binding %s/%s: update status: %w", b.GetNamespace(), b.GetName(), err)
-	}
-	return nil
-}
-
-// warn records a Warning event on the Binding.
-func (r *BaseReconciler) warn(b Bindable, reason string, err error) {
-	if r.Recorder != nil {
-		r.Recorder.Event(b, corev1.EventTypeWarning, reason, err.Error())
-	}
+// describe names b for errors: "binding default/gh".
+func describe(b Bindable) string {
+	return "binding " + b.GetNamespace() + "/" + b.GetName()
 }

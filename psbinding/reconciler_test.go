@@ -2,6 +2,7 @@ package psbinding
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -17,21 +18,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/injection/injectiontest"
 	"github.com/bindkit/bindkit/tracker"
 )
 
 var (
-	envBindingsGVR = schema.GroupVersionResource{Group: "test.bindkit.dev", Version: "v1", Resource: "envbindings"}
-	deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	podsGVR        = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	envBindingsGVR  = schema.GroupVersionResource{Group: "test.bindkit.dev", Version: "v1", Resource: "envbindings"}
+	deploymentsGVR  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	podsGVR         = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	statefulSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
 )
 
 func toUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
@@ -66,12 +66,20 @@ func newReconcilerFixture(t *testing.T, objects ...runtime.Object) *reconcilerFi
 	for _, o := range objects {
 		unstructuredObjects = append(unstructuredObjects, toUnstructured(t, o))
 	}
+	for _, ns := range []string{"ns", "other"} {
+		if !slices.ContainsFunc(objects, func(o runtime.Object) bool { n, ok := o.(*corev1.Namespace); return ok && n.Name == ns }) {
+			unstructuredObjects = append(unstructuredObjects, toUnstructured(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+		}
+	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		envBindingsGVR: "EnvBindingList", deploymentsGVR: "DeploymentList", podsGVR: "PodList",
+		statefulSetsGVR: "StatefulSetList", namespacesGVR: "NamespaceList",
 	}, unstructuredObjects...)
 	mapper := testMapper().(*meta.DefaultRESTMapper)
 	mapper.Add(schema.GroupVersionKind{Group: "test.bindkit.dev", Version: "v1", Kind: "EnvBinding"}, meta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	recorder := record.NewFakeRecorder(100)
@@ -86,7 +94,7 @@ func newReconcilerFixture(t *testing.T, objects ...runtime.Object) *reconcilerFi
 			return b, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, b)
 		},
 		DynamicClient: client,
-		Factory:       &duck.CachedInformerFactory{Delegate: &duck.TypedInformerFactory{Client: client}, Stop: stop},
+		Factory:       &duck.CachedInformerFactory{Delegate: &duck.MetadataInformerFactory{Client: injectiontest.MetadataFromDynamic(client), Mapper: mapper}, Stop: stop},
 		Mapper:        mapper,
 		Tracker:       tracker.New(func(tracker.Observer) {}, time.Hour),
 		Recorder:      recorder,
@@ -117,9 +125,19 @@ func (f *reconcilerFixture) deploymentEnv(t *testing.T, ns, name string) []corev
 	return d.Spec.Template.Spec.Containers[0].Env
 }
 
-// waitCached waits until the subject informer's copy of a deployment
+// deploymentBound is what a deployment's duck.BoundAnnotation records.
+func (f *reconcilerFixture) deploymentBound(t *testing.T, ns, name string) string {
+	t.Helper()
+	u, err := f.client.Resource(deploymentsGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get deployment: %v", err)
+	}
+	return u.GetAnnotations()[duck.BoundAnnotation]
+}
+
+// waitCached waits until the subject cache's copy of a deployment
 // satisfies cond.
-func (f *reconcilerFixture) waitCached(t *testing.T, ns, name string, cond func(*duck.WithPod) bool) {
+func (f *reconcilerFixture) waitCached(t *testing.T, ns, name string, cond func(*metav1.PartialObjectMetadata) bool) {
 	t.Helper()
 	_, lister, err := f.r.Factory.Get(context.Background(), deploymentsGVR)
 	if err != nil {
@@ -127,7 +145,7 @@ func (f *reconcilerFixture) waitCached(t *testing.T, ns, name string, cond func(
 	}
 	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		obj, err := lister.ByNamespace(ns).Get(name)
-		return err == nil && cond(obj.(*duck.WithPod)), nil
+		return err == nil && cond(obj.(*metav1.PartialObjectMetadata)), nil
 	})
 	if err != nil {
 		t.Fatalf("informer never saw the change to %s/%s: %v", ns, name, err)
@@ -155,6 +173,17 @@ func ready(b *envBinding) readyCondition {
 	return readyCondition{string(c.Status), c.Reason}
 }
 
+// recorded returns d with a duck.BoundAnnotation naming the envbinding
+// bindings at generation 0.
+func recorded(d *appsv1.Deployment, bindings ...string) *appsv1.Deployment {
+	b := duck.Bound{}
+	for _, name := range bindings {
+		b[duck.BoundBy{Resource: envBindingsGVR.GroupResource(), Name: name}] = 0
+	}
+	d.Annotations = duck.SetBound(d.Annotations, b)
+	return d
+}
+
 func TestBaseReconcilerBindsByName(t *testing.T) {
 	b := newEnvBinding("ns", "gh", deploymentRef("", "web", nil), "TOKEN", "t")
 	b.Generation = 3
@@ -168,6 +197,9 @@ func TestBaseReconcilerBindsByName(t *testing.T) {
 	if diff := cmp.Diff([]string{"test.bindkit.dev/envbindings"}, got.Finalizers); diff != "" {
 		t.Errorf("finalizers (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff("apps/v1/Deployment", got.Annotations[SubjectKindsAnnotation]); diff != "" {
+		t.Errorf("recorded kinds (-want +got):\n%s", diff)
+	}
 	if diff := cmp.Diff(readyCondition{"True", duck.ReasonBindingAvailable}, ready(got)); diff != "" {
 		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
@@ -177,43 +209,85 @@ func TestBaseReconcilerBindsByName(t *testing.T) {
 	if diff := cmp.Diff([]corev1.EnvVar{{Name: "TOKEN", Value: "t"}}, f.deploymentEnv(t, "ns", "web")); diff != "" {
 		t.Errorf("deployment env (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff("envbindings.test.bindkit.dev/gh:3", f.deploymentBound(t, "ns", "web")); diff != "" {
+		t.Errorf("deployment's record (-want +got):\n%s", diff)
+	}
 
-	// A second reconcile, once the informer has seen the patch, finds
-	// everything in place and writes nothing.
-	f.waitCached(t, "ns", "web", func(wp *duck.WithPod) bool { return len(wp.Spec.Template.Spec.Containers[0].Env) == 1 })
+	// A second reconcile, once the cache has seen the patch, reads and
+	// writes nothing.
+	f.waitCached(t, "ns", "web", func(m *metav1.PartialObjectMetadata) bool { return m.Annotations[duck.BoundAnnotation] != "" })
 	f.client.ClearActions()
 	if err := f.r.Reconcile(ctx, "ns/gh"); err != nil {
 		t.Fatalf("second Reconcile: %v", err)
 	}
-	if w := append(f.writes("deployments"), f.writes("envbindings")...); len(w) > 0 {
-		t.Errorf("second reconcile wrote %v", w)
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource() == envBindingsGVR {
+			continue // the fixture's Get, which a lister serves in a process
+		}
+		t.Errorf("second reconcile sent %s %s", a.GetVerb(), a.GetResource().Resource)
 	}
 }
 
-func TestBaseReconcilerSelectorUnbindsSubjectsThatLeft(t *testing.T) {
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+func TestBaseReconcilerUndoesOnlyWhatItBound(t *testing.T) {
 	bound := corev1.EnvVar{Name: "TOKEN", Value: "t"}
 	f := newReconcilerFixture(t,
-		newEnvBinding("ns", "gh", deploymentRef("ns", "", sel), "TOKEN", "t"),
+		newEnvBinding("ns", "gh", deploymentRef("ns", "", matchLabels("app", "web")), "TOKEN", "t"),
 		testDeployment("ns", "web-1", map[string]string{"app": "web"}),
-		testDeployment("ns", "web-2", map[string]string{"app": "web"}, bound),
-		testDeployment("ns", "relabelled", map[string]string{"app": "other"}, bound),
+		recorded(testDeployment("ns", "web-2", map[string]string{"app": "web"}, bound), "gh"),
+		recorded(testDeployment("ns", "relabelled", map[string]string{"app": "other"}, bound), "gh"),
+		// Bound by another Binding of the kind that writes the same field.
+		recorded(testDeployment("ns", "someone-elses", map[string]string{"app": "other"}, bound), "other-binding"),
 		testDeployment("ns", "untouched", map[string]string{"app": "other"}, corev1.EnvVar{Name: "KEEP", Value: "k"}),
+		// Opted out: never patched, whatever it records.
+		recorded(testDeployment("ns", "excluded-bound", map[string]string{"app": "other", ExcludeLabel: "true"}, bound), "gh"),
+		testDeployment("ns", "excluded", map[string]string{"app": "web", ExcludeLabel: "true"}),
 	)
 	if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
+	var gets []string
+	for _, a := range f.client.Actions() {
+		if g, ok := a.(k8stesting.GetAction); ok && a.GetVerb() == "get" && a.GetResource() == deploymentsGVR {
+			gets = append(gets, g.GetName())
+		}
+	}
+	slices.Sort(gets)
+	if diff := cmp.Diff([]string{"relabelled", "web-1"}, gets); diff != "" {
+		t.Errorf("full reads (-want +got):\n%s", diff)
+	}
 	want := map[string][]corev1.EnvVar{
-		"web-1": {bound}, "web-2": {bound}, "relabelled": nil, "untouched": {{Name: "KEEP", Value: "k"}},
+		"web-1": {bound}, "web-2": {bound}, "relabelled": nil, "someone-elses": {bound},
+		"untouched": {{Name: "KEEP", Value: "k"}}, "excluded-bound": {bound}, "excluded": nil,
 	}
 	for name, env := range want {
 		if diff := cmp.Diff(env, f.deploymentEnv(t, "ns", name), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s env (-want +got):\n%s", name, diff)
 		}
 	}
-	// Only the two that changed were patched.
+	// web-1 bound, relabelled unbound; nothing else written, nothing else
+	// even read.
 	if diff := cmp.Diff([]string{"patch/", "patch/"}, f.writes("deployments")); diff != "" {
 		t.Errorf("deployment writes (-want +got):\n%s", diff)
+	}
+	if got := f.deploymentBound(t, "ns", "relabelled"); got != "" {
+		t.Errorf("relabelled still records %q", got)
+	}
+}
+
+func TestBaseReconcilerUnbindsAKindItNoLongerNames(t *testing.T) {
+	bound := corev1.EnvVar{Name: "TOKEN", Value: "t"}
+	b := newEnvBinding("ns", "gh", tracker.Reference{APIVersion: "apps/v1", Kind: "StatefulSet", Namespace: "ns", Name: "db"}, "TOKEN", "t")
+	b.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"}
+	b.Finalizers = []string{"test.bindkit.dev/envbindings"}
+	f := newReconcilerFixture(t, b, recorded(testDeployment("ns", "web", nil, bound), "gh"))
+	if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if diff := cmp.Diff([]corev1.EnvVar(nil), f.deploymentEnv(t, "ns", "web"), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("deployment env (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("apps/v1/StatefulSet", f.binding(t, "ns", "gh").Annotations[SubjectKindsAnnotation]); diff != "" {
+		t.Errorf("recorded kinds (-want +got):\n%s", diff)
 	}
 }
 
@@ -222,6 +296,8 @@ func TestBaseReconcilerConditions(t *testing.T) {
 		name      string
 		subject   tracker.Reference
 		objects   []runtime.Object
+		mode      SelectorMode
+		excluded  []string
 		wantReady readyCondition
 		wantErr   func(error) bool
 	}{{
@@ -240,6 +316,45 @@ func TestBaseReconcilerConditions(t *testing.T) {
 		wantReady: readyCondition{"False", ReasonBoundAtAdmissionOnly},
 		wantErr:   func(err error) bool { return err == nil },
 	}, {
+		name:      "a subject in another namespace is refused, by name",
+		subject:   deploymentRef("other", "web", nil),
+		objects:   []runtime.Object{testDeployment("other", "web", nil)},
+		wantReady: readyCondition{"False", ReasonSubjectOutsideNamespace},
+		wantErr:   controller.IsPermanentError,
+	}, {
+		name:      "a subject in another namespace is refused, by selector",
+		subject:   deploymentRef("other", "", matchLabels("app", "web")),
+		objects:   []runtime.Object{testDeployment("other", "web", map[string]string{"app": "web"})},
+		wantReady: readyCondition{"False", ReasonSubjectOutsideNamespace},
+		wantErr:   controller.IsPermanentError,
+	}, {
+		name:      "an excluded namespace binds nothing",
+		subject:   deploymentRef("ns", "web", nil),
+		objects:   []runtime.Object{namespace("ns", ExcludeLabel, "true"), testDeployment("ns", "web", nil)},
+		wantReady: readyCondition{"False", ReasonNamespaceExcluded},
+		wantErr:   func(err error) bool { return err == nil },
+	}, {
+		name:      "a namespace the webhook is never called in binds nothing",
+		subject:   deploymentRef("ns", "web", nil),
+		objects:   []runtime.Object{testDeployment("ns", "web", nil)},
+		excluded:  []string{"bindkit-system", "ns"},
+		wantReady: readyCondition{"False", ReasonNamespaceExcluded},
+		wantErr:   func(err error) bool { return err == nil },
+	}, {
+		name:      "in inclusion mode a namespace that did not opt in binds nothing",
+		subject:   deploymentRef("ns", "web", nil),
+		objects:   []runtime.Object{testDeployment("ns", "web", nil)},
+		mode:      InclusionMode,
+		wantReady: readyCondition{"False", ReasonNamespaceNotIncluded},
+		wantErr:   func(err error) bool { return err == nil },
+	}, {
+		name:      "in inclusion mode a namespace that opted in binds",
+		subject:   deploymentRef("ns", "later", nil),
+		objects:   []runtime.Object{namespace("ns", IncludeLabel, "true")},
+		mode:      InclusionMode,
+		wantReady: readyCondition{"True", duck.ReasonBindingAvailable},
+		wantErr:   func(err error) bool { return err == nil },
+	}, {
 		name:      "named subject not created yet is fine",
 		subject:   deploymentRef("ns", "later", nil),
 		wantReady: readyCondition{"True", duck.ReasonBindingAvailable},
@@ -249,6 +364,8 @@ func TestBaseReconcilerConditions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newEnvBinding("ns", "gh", tc.subject, "TOKEN", "t")
 			f := newReconcilerFixture(t, append(tc.objects, b)...)
+			f.r.SelectorMode = tc.mode
+			f.r.ExcludedNamespaces = tc.excluded
 			err := f.r.Reconcile(context.Background(), "ns/gh")
 			if !tc.wantErr(err) {
 				t.Errorf("Reconcile error = %v", err)
@@ -256,34 +373,167 @@ func TestBaseReconcilerConditions(t *testing.T) {
 			if diff := cmp.Diff(tc.wantReady, ready(f.binding(t, "ns", "gh"))); diff != "" {
 				t.Errorf("Ready (-want +got):\n%s", diff)
 			}
+			if got := append(f.writes("deployments"), f.writes("namespaces")...); len(got) > 0 {
+				t.Errorf("subjects or namespaces written: %v", got)
+			}
 		})
 	}
+}
+
+func namespace(name string, labels ...string) *corev1.Namespace {
+	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	for i := 0; i+1 < len(labels); i += 2 {
+		ns.Labels[labels[i]] = labels[i+1]
+	}
+	return ns
+}
+
+func TestBaseReconcilerWithContextOncePerReconcile(t *testing.T) {
+	sel := matchLabels("app", "web")
+	var objects []runtime.Object
+	for _, name := range []string{"a", "b", "c"} {
+		objects = append(objects, testDeployment("ns", name, map[string]string{"app": "web"}))
+	}
+	for _, tc := range []struct {
+		name     string
+		objects  []runtime.Object
+		fail     bool
+		want     readyCondition
+		wantEnvs int
+	}{
+		{name: "three subjects, one call", objects: objects, want: readyCondition{"True", duck.ReasonBindingAvailable}, wantEnvs: 3},
+		{name: "failing, no subject: not Ready", fail: true, want: readyCondition{"False", ReasonContextFailed}},
+		{name: "failing, subjects untouched", objects: objects, fail: true, want: readyCondition{"False", ReasonContextFailed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newReconcilerFixture(t, append(slices.Clone(tc.objects), newEnvBinding("ns", "gh", deploymentRef("ns", "", sel), "TOKEN", "t"))...)
+			calls := 0
+			f.r.WithContext = func(ctx context.Context, b Bindable) (context.Context, error) {
+				calls++
+				if tc.fail {
+					return nil, errors.New("secret not found")
+				}
+				return ctx, nil
+			}
+			err := f.r.Reconcile(context.Background(), "ns/gh")
+			if tc.fail == (err == nil) {
+				t.Errorf("Reconcile error = %v, want error %v", err, tc.fail)
+			}
+			if calls != 1 {
+				t.Errorf("WithContext called %d times, want 1", calls)
+			}
+			if diff := cmp.Diff(tc.want, ready(f.binding(t, "ns", "gh"))); diff != "" {
+				t.Errorf("Ready (-want +got):\n%s", diff)
+			}
+			if got := len(f.writes("deployments")); got != tc.wantEnvs {
+				t.Errorf("%d deployments written, want %d", got, tc.wantEnvs)
+			}
+		})
+	}
+}
+
+// subResources records the order of its calls and can fail.
+type subResources struct {
+	calls *[]string
+	fail  bool
+}
+
+func (s subResources) Reconcile(context.Context, Bindable) error {
+	*s.calls = append(*s.calls, "sub-resources")
+	if s.fail {
+		return errors.New("ConfigMap is someone else's")
+	}
+	return nil
+}
+
+func (s subResources) ReconcileDeletion(context.Context, Bindable) error {
+	*s.calls = append(*s.calls, "sub-resources deletion")
+	return nil
+}
+
+func TestBaseReconcilerSubResourcesOrder(t *testing.T) {
+	bound := corev1.EnvVar{Name: "TOKEN", Value: "t"}
+	t.Run("reconcile: sub-resources first; their failure binds nothing", func(t *testing.T) {
+		var calls []string
+		f := newReconcilerFixture(t, newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t"), testDeployment("ns", "web", nil))
+		f.r.SubResourcesReconciler = subResources{calls: &calls, fail: true}
+		if err := f.r.Reconcile(context.Background(), "ns/gh"); err == nil {
+			t.Error("Reconcile succeeded")
+		}
+		if diff := cmp.Diff(readyCondition{"False", ReasonSubResourcesFailed}, ready(f.binding(t, "ns", "gh"))); diff != "" {
+			t.Errorf("Ready (-want +got):\n%s", diff)
+		}
+		if w := f.writes("deployments"); len(w) > 0 {
+			t.Errorf("subject bound although its sub-resources failed: %v", w)
+		}
+	})
+	t.Run("deletion: subjects unbound first", func(t *testing.T) {
+		var calls []string
+		now := metav1.Now()
+		b := newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t")
+		b.Finalizers = []string{"test.bindkit.dev/envbindings"}
+		b.DeletionTimestamp = &now
+		f := newReconcilerFixture(t, b, recorded(testDeployment("ns", "web", nil, bound), "gh"))
+		f.r.SubResourcesReconciler = subResources{calls: &calls}
+		f.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+			calls = append(calls, "unbind")
+			return false, nil, nil
+		})
+		if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if diff := cmp.Diff([]string{"unbind", "sub-resources deletion"}, calls); diff != "" {
+			t.Errorf("order (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestBaseReconcilerDeletionUndoesAndReleases(t *testing.T) {
 	now := metav1.Now()
 	for _, subject := range []tracker.Reference{
 		deploymentRef("ns", "web", nil),
+		// The reference moved to a kind that is not served: what it bound
+		// of the recorded kind is still unbound.
 		{APIVersion: "example.com/v1", Kind: "Nothing", Namespace: "ns", Name: "x"},
 	} {
 		t.Run(subject.Kind, func(t *testing.T) {
 			b := newEnvBinding("ns", "gh", subject, "TOKEN", "t")
 			b.Finalizers = []string{"test.bindkit.dev/envbindings", "someone.else/keep"}
+			b.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"}
 			b.DeletionTimestamp = &now
-			f := newReconcilerFixture(t, b, testDeployment("ns", "web", nil, corev1.EnvVar{Name: "TOKEN", Value: "t"}, corev1.EnvVar{Name: "KEEP", Value: "k"}))
+			f := newReconcilerFixture(t, b, recorded(testDeployment("ns", "web", nil, corev1.EnvVar{Name: "TOKEN", Value: "t"}, corev1.EnvVar{Name: "KEEP", Value: "k"}), "gh"))
 			if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
 				t.Fatalf("Reconcile: %v", err)
 			}
 			if diff := cmp.Diff([]string{"someone.else/keep"}, f.binding(t, "ns", "gh").Finalizers); diff != "" {
 				t.Errorf("finalizers (-want +got):\n%s", diff)
 			}
-			wantEnv := []corev1.EnvVar{{Name: "KEEP", Value: "k"}}
-			if subject.Kind == "Deployment" {
-				if diff := cmp.Diff(wantEnv, f.deploymentEnv(t, "ns", "web")); diff != "" {
-					t.Errorf("deployment env after deletion (-want +got):\n%s", diff)
-				}
+			if diff := cmp.Diff([]corev1.EnvVar{{Name: "KEEP", Value: "k"}}, f.deploymentEnv(t, "ns", "web")); diff != "" {
+				t.Errorf("deployment env after deletion (-want +got):\n%s", diff)
+			}
+			if got := f.deploymentBound(t, "ns", "web"); got != "" {
+				t.Errorf("deployment still records %q", got)
 			}
 		})
+	}
+}
+
+func TestBaseReconcilerFinalizerAlreadyGone(t *testing.T) {
+	now := metav1.Now()
+	b := newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t")
+	b.Finalizers = []string{"test.bindkit.dev/envbindings"}
+	b.DeletionTimestamp = &now
+	f := newReconcilerFixture(t, b)
+	cached := b.DeepCopyObject().(Bindable)
+	f.r.Get = func(string, string) (Bindable, error) { return cached, nil }
+	// Someone removed the finalizer (and the Binding went) after the cache
+	// was filled.
+	if err := f.client.Tracker().Delete(envBindingsGVR, "ns", "gh"); err != nil {
+		t.Fatal(err)
+	}
+	f.recorder = nil
+	if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
+		t.Errorf("Reconcile of a Binding already released: %v", err)
 	}
 }
 
@@ -304,55 +554,16 @@ func TestBaseReconcilerFollowerAndMissingBinding(t *testing.T) {
 	}
 }
 
-func TestBaseReconcilerInclusionModeLabelsNamespace(t *testing.T) {
-	tests := []struct {
-		name       string
-		labels     map[string]string
-		wantPatch  bool
-		wantLabels map[string]string
-	}{
-		{name: "unlabelled namespace is opted in", wantPatch: true, wantLabels: map[string]string{IncludeLabel: "true"}},
-		{name: "already included: no write", labels: map[string]string{IncludeLabel: "true"}, wantLabels: map[string]string{IncludeLabel: "true"}},
+func TestBaseReconcilerMissingFieldsAreAnError(t *testing.T) {
+	r := &BaseReconciler{GVR: envBindingsGVR}
+	r.Promote(func(string) {})
+	err := r.Reconcile(context.Background(), "ns/gh")
+	if !controller.IsPermanentError(err) {
+		t.Fatalf("Reconcile = %v, want a permanent error", err)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newReconcilerFixture(t, newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t"), testDeployment("ns", "web", nil))
-			namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: tc.labels}}
-			kube := kubefake.NewClientset(namespace)
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			if err := indexer.Add(namespace); err != nil {
-				t.Fatal(err)
-			}
-			f.r.SelectorMode = InclusionMode
-			f.r.KubeClient = kube
-			f.r.NamespaceLister = corelisters.NewNamespaceLister(indexer)
-
-			if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
-				t.Fatalf("Reconcile: %v", err)
-			}
-			got, err := kube.CoreV1().Namespaces().Get(context.Background(), "ns", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.wantLabels, got.Labels); diff != "" {
-				t.Errorf("namespace labels (-want +got):\n%s", diff)
-			}
-			patched := slices.ContainsFunc(kube.Actions(), func(a k8stesting.Action) bool { return a.GetVerb() == "patch" })
-			if patched != tc.wantPatch {
-				t.Errorf("namespace patched = %v, want %v", patched, tc.wantPatch)
-			}
-		})
-	}
-}
-
-func TestBaseReconcilerInclusionModeNeedsClients(t *testing.T) {
-	f := newReconcilerFixture(t, newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t"))
-	f.r.SelectorMode = InclusionMode
-	if err := f.r.Reconcile(context.Background(), "ns/gh"); err == nil {
-		t.Fatal("Reconcile in inclusion mode without clients succeeded")
-	}
-	if diff := cmp.Diff(readyCondition{"False", ReasonNamespaceLabelFailed}, ready(f.binding(t, "ns", "gh"))); diff != "" {
-		t.Errorf("Ready (-want +got):\n%s", diff)
+	want := "psbinding: BaseReconciler for envbindings.test.bindkit.dev: missing DynamicClient, Factory, Get, Mapper, Tracker"
+	if diff := cmp.Diff(want, err.Error()); diff != "" {
+		t.Errorf("error (-want +got):\n%s", diff)
 	}
 }
 

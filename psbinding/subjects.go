@@ -3,17 +3,12 @@ package psbinding
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
+	"strings"
 
-	"gomodules.xyz/jsonpatch/v2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -22,12 +17,12 @@ import (
 	"github.com/bindkit/bindkit/tracker"
 )
 
-// maxPatchAttempts bounds how often one subject is re-read and re-patched
-// when it changed under the reconciler.
-const maxPatchAttempts = 5
+// namespacesGVR is the resource of the namespaces whose labels opt subjects
+// out or in.
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
-// unavailableError is a subject problem that belongs in the Ready condition:
-// reason is the condition's reason, retry what Reconcile returns for it.
+// unavailableError is a problem that belongs in the Ready condition: reason
+// is the condition's reason, retry what Reconcile returns for it.
 type unavailableError struct {
 	reason string
 	err    error
@@ -37,217 +32,354 @@ type unavailableError struct {
 func (e *unavailableError) Error() string { return e.err.Error() }
 func (e *unavailableError) Unwrap() error { return e.err }
 
-// resolveSubject validates b's subject reference, maps its kind to a
-// resource and tracks it, so that a change to a subject reconciles b.
-func (r *BaseReconciler) resolveSubject(ctx context.Context, b Bindable) (tracker.Reference, schema.GroupVersionResource, error) {
+func unavailable(reason string, err, retry error) error {
+	return &unavailableError{reason: reason, err: err, retry: retry}
+}
+
+// subject is a resolved subject reference: what to select, of which kind.
+type subject struct {
+	ref   tracker.Reference
+	gvk   schema.GroupVersionKind
+	gvr   schema.GroupVersionResource
+	shape duck.Shape
+}
+
+// reconcileBinding brings b's subjects in line with b and records the
+// outcome in b's Ready condition.
+func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error {
+	status := b.GetBindingStatus()
+	report := func(err error) error {
+		if u, ok := errors.AsType[*unavailableError](err); ok {
+			status.MarkBindingUnavailable(u.reason, u.Error())
+			r.warn(ctx, b, u.reason, err)
+			return u.retry
+		}
+		return err
+	}
+
+	current, refErr := r.resolveSubject(b)
+	kinds, err := r.recordKinds(ctx, b, current)
+	if err != nil {
+		return err // a conflict on the Binding itself: requeued quietly
+	}
+	mctx, ctxErr := r.bindingContext(ctx, b)
+	if ctxErr != nil {
+		return report(ctxErr)
+	}
+	// What the Binding bound of kinds it no longer names is unbound first,
+	// whatever state the current reference is in.
+	if err := r.unbindOtherKinds(ctx, mctx, b, kinds, current); err != nil {
+		return report(err)
+	}
+	if refErr != nil {
+		return report(refErr)
+	}
+	if err := r.gateNamespace(ctx, b, current); err != nil {
+		return report(err)
+	}
+	if r.SubResourcesReconciler != nil {
+		if err := r.SubResourcesReconciler.Reconcile(ctx, b); err != nil {
+			return report(unavailable(ReasonSubResourcesFailed, fmt.Errorf("%s: sub-resources: %w", describe(b), err), err))
+		}
+	}
+	if r.admissionOnly(current.gvk.GroupKind()) {
+		status.MarkBindingUnavailable(ReasonBoundAtAdmissionOnly,
+			fmt.Sprintf("%s cannot change its pod template in place; it is bound when created", current.gvr.GroupResource()))
+		return nil
+	}
+	if err := r.reconcileSubjects(ctx, mctx, b, current); err != nil {
+		return report(err)
+	}
+	status.MarkBindingAvailable()
+	return nil
+}
+
+// resolveSubject validates b's subject reference and maps its kind to a
+// resource. The error is an *unavailableError.
+func (r *BaseReconciler) resolveSubject(b Bindable) (*subject, error) {
 	ref, _, _ := subjectOfBindable(b)
 	if err := ref.Validate(); err != nil {
-		err = fmt.Errorf("subject %s: %w", ref, err)
-		return ref, schema.GroupVersionResource{}, &unavailableError{reason: ReasonSubjectInvalid, err: err, retry: controller.NewPermanentError(err)}
+		err = fmt.Errorf("%s: subject %s: %w", describe(b), ref, err)
+		return nil, unavailable(ReasonSubjectInvalid, err, controller.NewPermanentError(err))
+	}
+	if err := checkSubjectNamespace(b.GetNamespace(), b.GetName(), ref); err != nil {
+		return nil, unavailable(ReasonSubjectOutsideNamespace, err, controller.NewPermanentError(err))
 	}
 	gvk, _ := ref.GroupVersionKind()
 	mapping, err := r.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
-		err = fmt.Errorf("subject %s: kind %s is not served by the API server", ref, gvk)
-		return ref, schema.GroupVersionResource{}, &unavailableError{reason: ReasonSubjectKindNotFound, err: err, retry: controller.NewRequeueAfter(kindNotFoundRetry)}
+		err = fmt.Errorf("%s: subject %s: kind %s is not served by the API server", describe(b), ref, gvk)
+		return nil, unavailable(ReasonSubjectKindNotFound, err, controller.NewRequeueAfter(kindNotFoundRetry))
 	}
 	if err != nil {
-		return ref, schema.GroupVersionResource{}, fmt.Errorf("subject %s: map kind to resource: %w", ref, err)
+		err = fmt.Errorf("%s: subject %s: map kind to resource: %w", describe(b), ref, err)
+		return nil, unavailable(ReasonSubjectsUnavailable, err, err)
 	}
-	observer, err := r.observer(b)
+	return &subject{ref: ref, gvk: gvk, gvr: mapping.Resource, shape: r.Shapes.For(gvk.GroupKind())}, nil
+}
+
+// bindingContext calls WithContext, once per reconcile.
+func (r *BaseReconciler) bindingContext(ctx context.Context, b Bindable) (context.Context, error) {
+	if r.WithContext == nil {
+		return ctx, nil
+	}
+	mctx, err := r.WithContext(ctx, b)
 	if err != nil {
-		return ref, schema.GroupVersionResource{}, err
+		err = fmt.Errorf("%s: prepare Do and Undo: %w", describe(b), err)
+		return nil, unavailable(ReasonContextFailed, err, err)
 	}
-	if err := r.Tracker.TrackReference(ref, observer); err != nil {
-		return ref, schema.GroupVersionResource{}, fmt.Errorf("subject %s: track: %w", ref, err)
-	}
-	return ref, mapping.Resource, nil
+	return mctx, nil
 }
 
 // observer identifies b to the tracker by its kind and name.
 func (r *BaseReconciler) observer(b Bindable) (tracker.Observer, error) {
 	gvk, err := r.Mapper.KindFor(r.GVR)
 	if err != nil {
-		return tracker.Observer{}, fmt.Errorf("binding resource %s: %w", r.GVR, err)
+		return tracker.Observer{}, fmt.Errorf("%s: binding resource %s: %w", describe(b), r.GVR, err)
 	}
 	return tracker.Observer{GroupKind: gvk.GroupKind(), NamespacedName: types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}}, nil
 }
 
-// subjectSet is what one reconcile acts on: the subjects a Binding selects,
-// and the others of the kind in the namespace, from which a relabelled
-// subject must be unbound.
-type subjectSet struct {
-	selected, others []*duck.WithPod
+// gateNamespace tracks b's namespace, so a change of its labels reconciles
+// b, and reports an *unavailableError when its labels keep Bindings out.
+func (r *BaseReconciler) gateNamespace(ctx context.Context, b Bindable, s *subject) error {
+	observer, err := r.observer(b)
+	if err != nil {
+		return err
+	}
+	nsRef := tracker.Reference{APIVersion: "v1", Kind: "Namespace", Name: s.ref.Namespace}
+	if err := r.Tracker.TrackReference(nsRef, observer); err != nil {
+		return fmt.Errorf("%s: track namespace %s: %w", describe(b), s.ref.Namespace, err)
+	}
+	nsLabels, err := r.namespaceLabels(ctx, s.ref.Namespace)
+	if err != nil {
+		err = fmt.Errorf("%s: namespace %s: %w", describe(b), s.ref.Namespace, err)
+		return unavailable(ReasonSubjectsUnavailable, err, err)
+	}
+	switch {
+	case slices.Contains(r.ExcludedNamespaces, s.ref.Namespace):
+		err := fmt.Errorf("namespace %s is never acted in: it is the webhook's own namespace, or one of the cluster's (%s) that the webhook is not called in", s.ref.Namespace, strings.Join(KubeNamespaces, ", "))
+		return unavailable(ReasonNamespaceExcluded, err, nil)
+	case nsLabels[ExcludeLabel] == "true":
+		err := fmt.Errorf("namespace %s is labelled %s=true: no Binding acts in it", s.ref.Namespace, ExcludeLabel)
+		return unavailable(ReasonNamespaceExcluded, err, nil)
+	case r.SelectorMode == InclusionMode && nsLabels[IncludeLabel] != "true":
+		err := fmt.Errorf("namespace %s is not labelled %s=true: in inclusion mode Bindings act only in namespaces that opt in", s.ref.Namespace, IncludeLabel)
+		return unavailable(ReasonNamespaceNotIncluded, err, nil)
+	}
+	return nil
 }
 
-// listSubjects reads the subjects from the informer cache, sorted by name. A
-// named subject that does not exist yet is no error: admission binds it
-// when it is created.
-func (r *BaseReconciler) listSubjects(ctx context.Context, ref tracker.Reference, gvr schema.GroupVersionResource) (subjectSet, error) {
-	_, lister, err := r.Factory.Get(ctx, gvr)
-	if err != nil {
-		return subjectSet{}, fmt.Errorf("subject %s: informer: %w", ref, err)
-	}
-	if ref.Name != "" {
-		obj, err := lister.ByNamespace(ref.Namespace).Get(ref.Name)
-		if apierrors.IsNotFound(err) {
-			return subjectSet{}, nil
-		}
+func (r *BaseReconciler) namespaceLabels(ctx context.Context, namespace string) (map[string]string, error) {
+	if r.NamespaceLister != nil {
+		ns, err := r.NamespaceLister.Get(namespace)
 		if err != nil {
-			return subjectSet{}, fmt.Errorf("subject %s: get: %w", ref, err)
+			return nil, err
 		}
-		wp, err := asWithPod(obj)
-		return subjectSet{selected: []*duck.WithPod{wp}}, err
+		return ns.Labels, nil
 	}
-	sel, err := ref.LabelSelector()
+	_, lister, err := r.Factory.Get(ctx, namespacesGVR)
 	if err != nil {
-		return subjectSet{}, fmt.Errorf("subject %s: %w", ref, err)
+		return nil, err
 	}
-	all, err := lister.ByNamespace(ref.Namespace).List(labels.Everything())
+	obj, err := lister.Get(namespace)
 	if err != nil {
-		return subjectSet{}, fmt.Errorf("subject %s: list: %w", ref, err)
+		return nil, err
 	}
-	var set subjectSet
-	for _, obj := range all {
-		wp, err := asWithPod(obj)
-		if err != nil {
-			return subjectSet{}, err
-		}
-		if sel.Matches(labels.Set(wp.Labels)) {
-			set.selected = append(set.selected, wp)
-		} else {
-			set.others = append(set.others, wp)
-		}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
 	}
-	byName := func(a, b *duck.WithPod) int { return cmp.Compare(a.Name, b.Name) }
-	slices.SortFunc(set.selected, byName)
-	slices.SortFunc(set.others, byName)
-	return set, nil
+	return m.GetLabels(), nil
 }
 
-func asWithPod(obj any) (*duck.WithPod, error) {
-	wp, ok := obj.(*duck.WithPod)
-	if !ok {
-		return nil, fmt.Errorf("informer holds %T, not *duck.WithPod: use a duck.TypedInformerFactory", obj)
-	}
-	return wp, nil
-}
-
-// admissionOnly reports whether ref's kind cannot change its pod template in
-// place.
-func (r *BaseReconciler) admissionOnly(ref tracker.Reference) bool {
-	gvk, err := ref.GroupVersionKind()
-	if err != nil {
-		return false
-	}
+// admissionOnly reports whether gk cannot change its pod template in place.
+func (r *BaseReconciler) admissionOnly(gk schema.GroupKind) bool {
 	kinds := r.AdmissionOnly
 	if kinds == nil {
 		kinds = []schema.GroupKind{{Group: "", Kind: "Pod"}, {Group: "batch", Kind: "Job"}}
 	}
-	return slices.Contains(kinds, gvk.GroupKind())
+	return slices.Contains(kinds, gk)
 }
 
-// patchSubjects applies mutation to each subject and patches those that
-// change, at most PatchConcurrency at a time. The subjects need not be
-// copies: each patch works on its own copy.
-func (r *BaseReconciler) patchSubjects(ctx context.Context, b Bindable, gvr schema.GroupVersionResource, subjects []*duck.WithPod, mutation Mutation) error {
-	limit := cmp.Or(r.PatchConcurrency, DefaultPatchConcurrency)
-	sem := make(chan struct{}, limit)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, s := range subjects {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := r.patchSubject(ctx, b, gvr, s, mutation); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+// work is what one reconcile does to one subject.
+type work struct {
+	name string
+	bind bool // Do, else Undo
 }
 
-// patchSubject patches one subject with a JSON patch guarded by a test of
-// its resourceVersion, so a change made meanwhile (by a user, the webhook or
-// another Binding) is never overwritten: the subject is read again and the
-// mutation redone. A subject that is gone is no error.
-func (r *BaseReconciler) patchSubject(ctx context.Context, b Bindable, gvr schema.GroupVersionResource, subject *duck.WithPod, mutation Mutation) error {
-	gk := schema.GroupKind{Group: gvr.Group, Kind: subject.Kind}
-	shape := r.Shapes.For(gk)
-	client := r.DynamicClient.Resource(gvr).Namespace(subject.Namespace)
-	describe := func() string {
-		return fmt.Sprintf("binding %s/%s: subject %s %s/%s", b.GetNamespace(), b.GetName(), gvr.GroupResource(), subject.Namespace, subject.Name)
-	}
-	mctx := ctx
-	if r.WithContext != nil {
-		var err error
-		if mctx, err = r.WithContext(ctx, b); err != nil {
-			return fmt.Errorf("%s: %w", describe(), err)
-		}
-	}
-	for attempt := 1; ; attempt++ {
-		after := subject.DeepCopy()
-		mutation(mctx, after)
-		ops, err := shape.CreatePatch(subject, after)
-		if err != nil {
-			return fmt.Errorf("%s: create patch: %w", describe(), err)
-		}
-		if len(ops) == 0 {
-			return nil
-		}
-		test := jsonpatch.Operation{Operation: "test", Path: "/metadata/resourceVersion", Value: subject.ResourceVersion}
-		patch, err := json.Marshal(append([]jsonpatch.Operation{test}, ops...))
-		if err != nil {
-			return fmt.Errorf("%s: encode patch: %w", describe(), err)
-		}
-		_, err = client.Patch(ctx, subject.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-			return nil
-		case !apierrors.IsConflict(err) && !apierrors.IsInvalid(err):
-			return fmt.Errorf("%s: patch: %w", describe(), err)
-		case attempt == maxPatchAttempts:
-			return fmt.Errorf("%s: patch: still conflicting after %d attempts: %w", describe(), attempt, err)
-		}
-		// A failed resourceVersion test comes back as 422 Invalid. Read the
-		// subject again: if it did not change, the patch itself is invalid.
-		fresh, getErr := client.Get(ctx, subject.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(getErr) {
-			return nil
-		}
-		if getErr != nil {
-			return fmt.Errorf("%s: read after conflict: %w", describe(), getErr)
-		}
-		if fresh.GetResourceVersion() == subject.ResourceVersion {
-			return fmt.Errorf("%s: patch: %w", describe(), err)
-		}
-		if subject, err = shape.FromUnstructured(fresh); err != nil {
-			return fmt.Errorf("%s: %w", describe(), err)
-		}
-	}
-}
-
-// labelNamespace opts namespace in, for InclusionMode.
-func (r *BaseReconciler) labelNamespace(ctx context.Context, namespace string) error {
-	if r.NamespaceLister == nil || r.KubeClient == nil {
-		return errors.New("inclusion mode needs NamespaceLister and KubeClient")
-	}
-	ns, err := r.NamespaceLister.Get(namespace)
+// reconcileSubjects tracks s, then binds the selected subjects that do not
+// record b at its generation and unbinds those that record b but are no
+// longer selected.
+func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable, s *subject) error {
+	observer, err := r.observer(b)
 	if err != nil {
-		return fmt.Errorf("namespace %s: %w", namespace, err)
+		return err
 	}
-	if ns.Labels[IncludeLabel] == "true" {
+	if err := r.Tracker.TrackReference(s.ref, observer); err != nil {
+		return fmt.Errorf("%s: subject %s: track: %w", describe(b), s.ref, err)
+	}
+	inf, lister, err := r.Factory.Get(ctx, s.gvr)
+	if err != nil {
+		err = fmt.Errorf("%s: subject %s: informer: %w", describe(b), s.ref, err)
+		return unavailable(ReasonSubjectsUnavailable, err, err)
+	}
+	by := r.boundBy(b)
+	selected := map[string]bool{}
+	var todo []work
+	consider := func(obj any, isSelected bool) {
+		m, err := meta.Accessor(obj)
+		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
+			return // being deleted, or opted out: left as it is
+		}
+		gen, recorded := duck.BoundOf(m.GetAnnotations())[by]
+		switch {
+		case isSelected && (!recorded || gen != b.GetGeneration()):
+			todo = append(todo, work{name: m.GetName(), bind: true})
+		case !isSelected && recorded:
+			todo = append(todo, work{name: m.GetName(), bind: false})
+		}
+	}
+	if s.ref.Name != "" {
+		obj, err := lister.ByNamespace(s.ref.Namespace).Get(s.ref.Name)
+		if err == nil {
+			selected[s.ref.Name] = true
+			consider(obj, true)
+		}
+		// A named subject that does not exist yet is no error: admission
+		// binds it when it is created.
+	} else {
+		sel, err := s.ref.LabelSelector()
+		if err != nil {
+			err = fmt.Errorf("%s: subject %s: %w", describe(b), s.ref, err)
+			return unavailable(ReasonSubjectInvalid, err, controller.NewPermanentError(err))
+		}
+		objs, err := lister.ByNamespace(s.ref.Namespace).List(sel)
+		if err != nil {
+			err = fmt.Errorf("%s: subject %s: list: %w", describe(b), s.ref, err)
+			return unavailable(ReasonSubjectsUnavailable, err, err)
+		}
+		for _, obj := range objs {
+			if m, err := meta.Accessor(obj); err == nil {
+				selected[m.GetName()] = true
+			}
+			consider(obj, true)
+		}
+	}
+	// Subjects that record b but are no longer selected: relabelled, or the
+	// reference changed.
+	bound, err := inf.GetIndexer().ByIndex(duck.BoundIndex, duck.BoundIndexKey(b.GetNamespace(), by))
+	if err != nil {
+		return fmt.Errorf("%s: subjects it bound: %w", describe(b), err)
+	}
+	for _, obj := range bound {
+		if m, err := meta.Accessor(obj); err == nil && !selected[m.GetName()] {
+			consider(obj, false)
+		}
+	}
+	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
+	return r.patchSubjects(ctx, mctx, b, s, todo)
+}
+
+// unbindOtherKinds unbinds, of every kind b records it bound except the
+// current one, the subjects that record b, and then forgets those kinds.
+func (r *BaseReconciler) unbindOtherKinds(ctx, mctx context.Context, b Bindable, kinds []schema.GroupVersionKind, current *subject) error {
+	var done []schema.GroupVersionKind
+	for _, gvk := range kinds {
+		if current != nil && gvk.GroupKind() == current.gvk.GroupKind() {
+			continue
+		}
+		if err := r.unbindAll(ctx, mctx, b, gvk); err != nil {
+			return err
+		}
+		done = append(done, gvk)
+	}
+	if len(done) == 0 {
 		return nil
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, IncludeLabel)
-	if _, err := r.KubeClient.CoreV1().Namespaces().Patch(ctx, namespace, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("namespace %s: label for inclusion: %w", namespace, err)
+	return r.forgetKinds(ctx, b, done)
+}
+
+// unbindAll unbinds every subject of kind gvk that records b, except those
+// of an excluded namespace or labelled ExcludeLabel, which are left as
+// they are. A kind the server no longer serves has nothing to unbind; a
+// version it no longer serves is read through another.
+func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk schema.GroupVersionKind) error {
+	gk := gvk.GroupKind()
+	if r.admissionOnly(gk) {
+		return nil // never bound by the reconciler, and immutable anyway
+	}
+	mapping, err := r.Mapper.RESTMapping(gk, gvk.Version)
+	if meta.IsNoMatchError(err) {
+		mapping, err = r.Mapper.RESTMapping(gk)
+	}
+	if meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s: map kind to resource: %w", describe(b), gk, err)
+	}
+	s := &subject{gvk: mapping.GroupVersionKind, gvr: mapping.Resource, shape: r.Shapes.For(gk), ref: tracker.Reference{Namespace: b.GetNamespace()}}
+	if slices.Contains(r.ExcludedNamespaces, b.GetNamespace()) {
+		return nil
+	}
+	nsLabels, err := r.namespaceLabels(ctx, b.GetNamespace())
+	if err == nil && (nsLabels[ExcludeLabel] == "true" || (r.SelectorMode == InclusionMode && nsLabels[IncludeLabel] != "true")) {
+		return nil
+	}
+	inf, _, err := r.Factory.Get(ctx, s.gvr)
+	if err != nil {
+		return fmt.Errorf("%s: %s: informer: %w", describe(b), s.gvr.GroupResource(), err)
+	}
+	bound, err := inf.GetIndexer().ByIndex(duck.BoundIndex, duck.BoundIndexKey(b.GetNamespace(), r.boundBy(b)))
+	if err != nil {
+		return fmt.Errorf("%s: subjects it bound: %w", describe(b), err)
+	}
+	var todo []work
+	for _, obj := range bound {
+		m, err := meta.Accessor(obj)
+		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
+			continue
+		}
+		todo = append(todo, work{name: m.GetName()})
+	}
+	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
+	return r.patchSubjects(ctx, mctx, b, s, todo)
+}
+
+// reconcileDeletion unbinds every subject b bound, runs the
+// SubResourcesReconciler's ReconcileDeletion and lets b go.
+func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) error {
+	if !r.hasFinalizer(b) {
+		return nil
+	}
+	kinds := recordedKinds(b)
+	if current, err := r.resolveSubject(b); err == nil && !slices.ContainsFunc(kinds, sameKind(current.gvk)) {
+		kinds = append(kinds, current.gvk) // never recorded: a Binding from before the record
+	}
+	if len(kinds) > 0 {
+		mctx, err := r.bindingContext(ctx, b)
+		if err != nil {
+			r.warn(ctx, b, reasonUnbindFailed, err)
+			return err
+		}
+		for _, gvk := range kinds {
+			if err := r.unbindAll(ctx, mctx, b, gvk); err != nil {
+				r.warn(ctx, b, reasonUnbindFailed, err)
+				return err
+			}
+		}
+	}
+	if r.SubResourcesReconciler != nil {
+		if err := r.SubResourcesReconciler.ReconcileDeletion(ctx, b); err != nil {
+			err = fmt.Errorf("%s: sub-resources deletion: %w", describe(b), err)
+			r.warn(ctx, b, ReasonSubResourcesFailed, err)
+			return err
+		}
+	}
+	if err := r.removeFinalizer(ctx, b); err != nil {
+		r.warn(ctx, b, reasonFinalizerUpdateFailed, err)
+		return err
 	}
 	return nil
 }

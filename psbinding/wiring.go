@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/controller"
@@ -13,14 +12,16 @@ import (
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/tracker"
+	"github.com/bindkit/bindkit/webhook"
 )
 
 // DefaultTrackerLease is how long a Binding's interest in its subjects
-// lasts without a reconcile renewing it. Informers do not resync by
-// default, so a Binding nobody touches is not reconciled again: the lease
+// lasts without a reconcile renewing it. Every reconcile renews it, and
+// sharedmain's informers resync every few hours, but a process wired
+// without resync reconciles a Binding nobody touches only once: the lease
 // must outlive any quiet spell, or later subject changes would go
 // unnoticed. A stale registration (a subject the Binding no longer names)
-// costs one no-op reconcile per change of that subject.
+// costs one no-op reconcile per change of that subject, with no request.
 const DefaultTrackerLease = 10 * 365 * 24 * time.Hour
 
 // NewReconcilerImpl completes r with what every Binding kind wires the same
@@ -29,9 +30,12 @@ const DefaultTrackerLease = 10 * 365 * 24 * time.Hour
 //   - DynamicClient, Mapper and Recorder from ctx (package injection) when
 //     they are unset;
 //   - Tracker, which enqueues a Binding when a subject it names changes;
-//   - Factory, duck informers over the dynamic client that report every
-//     subject event to the tracker, started on first use and stopped when
-//     ctx ends (r.Shapes says where custom kinds keep their pod template);
+//   - Factory, the process's shared subject cache (the slim metadata
+//     informers of injection.DuckInformerFactory), with a handler that
+//     reports every subject event to the tracker;
+//   - ExcludedNamespaces: the system namespace and, unless the webhook may
+//     be called there (webhook.GetOptions), KubeNamespaces, so both paths
+//     agree on where Bindings never act;
 //   - PromoteFunc, so a new leader enqueues every Binding listAll lists;
 //   - a handler on bindings, the Bindings' own informer, that enqueues each
 //     changed Binding.
@@ -54,22 +58,23 @@ func NewReconcilerImpl(ctx context.Context, name string, r *BaseReconciler, bind
 		r.Tracker = tracker.New(func(o tracker.Observer) { impl.EnqueueNamespacedName(o.NamespacedName) }, DefaultTrackerLease)
 	}
 	if r.Factory == nil {
-		// The cache wraps the handler, so each subject informer gets the
-		// tracker's handler once, not once per reconcile.
-		r.Factory = &duck.CachedInformerFactory{
-			Stop: ctx.Done(),
-			Delegate: &duck.EnqueueInformerFactory{
-				Delegate: &duck.TypedInformerFactory{
-					Client: r.DynamicClient,
-					Shapes: r.Shapes,
-					ConversionError: func(u *unstructured.Unstructured, err error) {
-						logger.Warn("subject left out of the cache", zap.String("namespace", u.GetNamespace()), zap.String("name", u.GetName()), zap.Error(err))
-					},
-				},
-				EventHandler: SubjectEventHandler(r.Tracker, func(err error) {
-					logger.Warn("subject event the tracker cannot read", zap.Error(err))
-				}),
-			},
+		// The process's shared subject cache, with this kind's handler on
+		// each informer it uses (once per resource, however often Get is
+		// called), so a subject's change reconciles the Bindings tracking it.
+		r.Factory = &duck.EnqueueInformerFactory{
+			Delegate: injection.DuckInformerFactory(ctx),
+			EventHandler: SubjectEventHandler(r.Tracker, func(err error) {
+				logger.Warn("subject event the tracker cannot read", zap.Error(err))
+			}),
+		}
+	}
+	if r.ExcludedNamespaces == nil {
+		// Where the webhook is never called, the reconciler never acts.
+		if ns, ok := injection.TrySystemNamespace(ctx); ok {
+			r.ExcludedNamespaces = append(r.ExcludedNamespaces, ns)
+		}
+		if !webhook.GetOptions(ctx).CallInKubeNamespaces {
+			r.ExcludedNamespaces = append(r.ExcludedNamespaces, KubeNamespaces...)
 		}
 	}
 	if r.PromoteFunc == nil {

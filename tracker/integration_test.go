@@ -13,8 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/duck"
@@ -53,13 +54,17 @@ func TestTrackerWithRealAPIServerInformers(t *testing.T) {
 
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	factory := &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.EnqueueInformerFactory{
-		Delegate: &duck.TypedInformerFactory{Client: dynamic.NewForConfigOrDie(env.Config)},
+	// The subject cache as a process has it: slim metadata, kind set.
+	factory := &duck.EnqueueInformerFactory{
+		Delegate: &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.MetadataInformerFactory{
+			Client: metadata.NewForConfigOrDie(env.Config),
+			Mapper: duck.NewRESTMapper(discovery.NewDiscoveryClientForConfigOrDie(env.Config)),
+		}},
 		EventHandler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { mustOnChanged(t, trk, obj) },
 			UpdateFunc: func(_, obj any) { mustOnChanged(t, trk, obj) },
 		},
-	}}
+	}
 	if _, _, err := factory.Get(t.Context(), schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,13 +11,16 @@ import (
 
 // Reference names the objects an observer depends on: one object by Name,
 // or every object of the kind in Namespace whose labels match Selector.
-// Exactly one of Name and Selector is set.
+// Exactly one of Name and Selector is set. The tracker does not know which
+// kinds are namespaced: a Binding's subject reference gets its namespace
+// from the Binding (see psbinding) before it is tracked.
 type Reference struct {
 	// APIVersion is the group/version of the referenced kind, e.g. "apps/v1".
 	APIVersion string `json:"apiVersion"`
 	// Kind is the referenced kind, e.g. "Deployment".
 	Kind string `json:"kind"`
-	// Namespace holds the referenced objects.
+	// Namespace holds the referenced objects; empty for a cluster-scoped
+	// kind (a Namespace, say).
 	Namespace string `json:"namespace"`
 	// Name names one object.
 	Name string `json:"name,omitempty"`
@@ -45,9 +48,6 @@ func (r Reference) Validate() error {
 	}
 	if r.Kind == "" {
 		errs = append(errs, errors.New("kind is required"))
-	}
-	if r.Namespace == "" {
-		errs = append(errs, errors.New("namespace is required"))
 	}
 	switch {
 	case r.Name == "" && r.Selector == nil:

@@ -31,7 +31,7 @@ func TestReferenceValidate(t *testing.T) {
 	}, {
 		name:     "everything missing",
 		ref:      Reference{},
-		wantErrs: []string{"apiVersion is required", "kind is required", "namespace is required", "one of name and selector is required"},
+		wantErrs: []string{"apiVersion is required", "kind is required", "one of name and selector is required"},
 	}, {
 		name:     "apiVersion does not parse",
 		ref:      Reference{APIVersion: "a/b/c", Kind: "Deployment", Namespace: "default", Name: "web"},

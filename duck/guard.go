@@ -1,0 +1,206 @@
+package duck
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+)
+
+// Guard returns ops preceded by the JSON patch "test" operations that make
+// them apply only while what they depend on is as it was in obj, the
+// object (as the dynamic client returns it) that ops were computed from.
+// A patch guarded this way succeeds however much else of the object other
+// clients change meanwhile, and fails with 422 Unprocessable Entity when
+// someone changed a field it would overwrite or a list it would insert
+// into: the caller then reads the object again and recomputes.
+//
+// For each operation it tests:
+//
+//   - replace and remove: the old value at the path;
+//   - add into a list: the whole old list;
+//   - add of an object member: the old value when the member exists, its
+//     absence otherwise (a test with no value, which the kube-apiserver
+//     treats as "absent or null");
+//   - on the way to the path, the name of every list element the path goes
+//     through, when the element has one: pod spec lists (containers,
+//     volumes, env, mounts) are keyed by name, and an index must still
+//     point at the element it was computed for.
+//
+// Each path is tested once, before any operation. Guard fails when an
+// operation's path does not resolve in obj, which means ops were not
+// computed from obj.
+func Guard(obj map[string]any, ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
+	var tests []jsonpatch.Operation
+	tested := map[string]bool{}
+	test := func(path string, value any) {
+		if !tested[path] {
+			tested[path] = true
+			tests = append(tests, jsonpatch.Operation{Operation: "test", Path: path, Value: value})
+		}
+	}
+	for _, op := range ops {
+		tokens, err := splitPointer(op.Path)
+		if err != nil {
+			return nil, err
+		}
+		parent, ok := resolve(obj, tokens[:len(tokens)-1])
+		if !ok {
+			return nil, fmt.Errorf("guard %s %s: parent not in the object", op.Operation, op.Path)
+		}
+		// Identity of every list element the path goes through.
+		var cur any = obj
+		for i, tok := range tokens[:len(tokens)-1] {
+			cur = child(cur, tok)
+			if _, inList := childOfList(obj, tokens[:i+1]); inList {
+				if m, ok := cur.(map[string]any); ok {
+					if name, ok := m["name"].(string); ok {
+						test(joinPointer(tokens[:i+1])+"/name", name)
+					}
+				}
+			}
+		}
+		last := tokens[len(tokens)-1]
+		switch op.Operation {
+		case "replace", "remove":
+			old, ok := lookup(parent, last)
+			if !ok {
+				return nil, fmt.Errorf("guard %s %s: no such member in the object", op.Operation, op.Path)
+			}
+			test(op.Path, old)
+		case "add":
+			switch p := parent.(type) {
+			case []any:
+				test(joinPointer(tokens[:len(tokens)-1]), p)
+			case map[string]any:
+				if old, ok := p[last]; ok {
+					test(op.Path, old)
+				} else {
+					test(op.Path, nil) // absent
+				}
+			default:
+				return nil, fmt.Errorf("guard add %s: parent is a %T, not an object or a list", op.Path, parent)
+			}
+		default:
+			return nil, fmt.Errorf("guard %s %s: unsupported operation", op.Operation, op.Path)
+		}
+	}
+	if len(tests) == 0 {
+		return ops, nil
+	}
+	return append(tests, ops...), nil
+}
+
+// splitPointer splits a JSON pointer (RFC 6901) into unescaped tokens. The
+// root pointer "" has no tokens and is refused: no operation replaces a
+// whole workload.
+func splitPointer(p string) ([]string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return nil, fmt.Errorf("JSON pointer %q does not start with /", p)
+	}
+	tokens := strings.Split(p[1:], "/")
+	for i, t := range tokens {
+		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return tokens, nil
+}
+
+func joinPointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		writeEscaped(&b, t)
+	}
+	return b.String()
+}
+
+// resolve walks tokens from obj.
+func resolve(obj any, tokens []string) (any, bool) {
+	cur := obj
+	for _, t := range tokens {
+		next, ok := lookup(cur, t)
+		if !ok {
+			return nil, false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// lookup reads member or element tok of v.
+func lookup(v any, tok string) (any, bool) {
+	switch c := v.(type) {
+	case map[string]any:
+		x, ok := c[tok]
+		return x, ok
+	case []any:
+		i, err := strconv.Atoi(tok)
+		if err != nil || i < 0 || i >= len(c) || strconv.Itoa(i) != tok {
+			return nil, false
+		}
+		return c[i], true
+	}
+	return nil, false
+}
+
+func child(v any, tok string) any {
+	x, _ := lookup(v, tok)
+	return x
+}
+
+// childOfList reports whether the value at tokens is an element of a list.
+func childOfList(obj any, tokens []string) (any, bool) {
+	parent, ok := resolve(obj, tokens[:len(tokens)-1])
+	if !ok {
+		return nil, false
+	}
+	_, isList := parent.([]any)
+	return parent, isList
+}
+
+// GuardedPaths returns the paths of the tests at the head of a patch Guard
+// returned, for error messages and tests.
+func GuardedPaths(ops []jsonpatch.Operation) []string {
+	var out []string
+	for _, op := range ops {
+		if op.Operation != "test" {
+			break
+		}
+		out = append(out, op.Path)
+	}
+	return slices.Clip(out)
+}
+
+// MarshalPatch encodes ops as a JSON patch document. Unlike encoding the
+// operations with encoding/json, it keeps a value that is empty ("", 0,
+// false): jsonpatch.Operation's Value is omitempty, and an add, replace or
+// test without a value is another operation (or none). A test with a nil
+// Value is written without one, which Guard uses to test for absence.
+func MarshalPatch(ops []jsonpatch.Operation) ([]byte, error) {
+	type withValue struct {
+		Operation string `json:"op"`
+		Path      string `json:"path"`
+		Value     any    `json:"value"`
+	}
+	type withoutValue struct {
+		Operation string `json:"op"`
+		Path      string `json:"path"`
+	}
+	out := make([]any, len(ops))
+	for i, op := range ops {
+		switch {
+		case op.Operation == "remove", op.Operation == "test" && op.Value == nil:
+			out[i] = withoutValue{op.Operation, op.Path}
+		default:
+			out[i] = withValue{op.Operation, op.Path, op.Value}
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encode JSON patch: %w", err)
+	}
+	return b, nil
+}

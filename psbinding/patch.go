@@ -1,0 +1,175 @@
+package psbinding
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/bindkit/bindkit/duck"
+)
+
+// Retries of one subject's patch whose guard failed because another client
+// changed what the patch depends on: each attempt reads the subject again,
+// after a jittered, doubling wait. Against a client that edits the same
+// fields ten times a second, an attempt fails with the odds of an edit
+// landing between its read and its write, a few in a hundred; the budget
+// makes a subject that still conflicts a requeue of the Binding, not an
+// error.
+const (
+	maxPatchAttempts = 10
+	firstPatchWait   = 10 * time.Millisecond
+	maxPatchWait     = time.Second
+)
+
+// patchSubjects applies the work to each subject, at most PatchConcurrency
+// at a time, and joins the errors. A subject that has no pod template, or
+// cannot be read as one, is an *unavailableError: its reason goes in the
+// Ready condition.
+func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s *subject, todo []work) error {
+	if len(todo) == 0 {
+		return nil
+	}
+	limit := cmp.Or(r.PatchConcurrency, DefaultPatchConcurrency)
+	sem := make(chan struct{}, limit)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, w := range todo {
+		if ctx.Err() != nil {
+			break // demoted or shutting down: no new writes
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := r.patchSubject(ctx, mctx, b, s, w); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: stopped before every subject was patched: %w", describe(b), err))
+	}
+	return classify(b, errs)
+}
+
+// classify turns the subjects' errors into what reconcileBinding reports:
+// an *unavailableError with the most telling reason (a problem of the
+// subject's own before a failed request), a conflict when only conflicts
+// remain, nil when there are none.
+func classify(b Bindable, errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	joined := errors.Join(errs...)
+	for _, reason := range []string{ReasonSubjectHasNoPodTemplate, ReasonSubjectUnreadable} {
+		for _, err := range errs {
+			if u, ok := errors.AsType[*unavailableError](err); ok && u.reason == reason {
+				// Retrying cannot help; a change to the subject reconciles
+				// the Binding again through the tracker.
+				return unavailable(reason, joined, nil)
+			}
+		}
+	}
+	for _, err := range errs {
+		if !isConflict(err) {
+			return unavailable(ReasonSubjectPatchFailed, joined, joined)
+		}
+	}
+	return errs[0]
+}
+
+// patchSubject binds (w.bind) or unbinds one subject: it reads the full
+// object, runs Do or Undo on its pod template, records the outcome in the
+// subject's duck.BoundAnnotation, and sends the difference as a JSON patch
+// guarded by duck.Guard. When the guard fails because someone changed what
+// the patch depends on, it reads the subject again and starts over. A
+// subject that is gone is no error.
+func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *subject, w work) error {
+	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
+	name := fmt.Sprintf("%s: subject %s %s/%s", describe(b), s.gvr.GroupResource(), s.ref.Namespace, w.name)
+	by := r.boundBy(b)
+	wait := firstPatchWait
+	var lastRejected string // resourceVersion of the last object whose patch was refused
+	for attempt := 1; ; attempt++ {
+		u, err := client.Get(ctx, w.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: read: %w", name, err)
+		}
+		if u.GetDeletionTimestamp() != nil {
+			return nil
+		}
+		if lastRejected != "" && u.GetResourceVersion() == lastRejected {
+			// Refused although nothing changed: the patch itself is wrong.
+			return fmt.Errorf("%s: patch refused by the API server with the subject unchanged", name)
+		}
+		before, err := s.shape.FromUnstructured(u)
+		if err != nil {
+			return readError(name, s, err)
+		}
+		after := before.DeepCopy()
+		if w.bind {
+			b.Do(mctx, after)
+			duck.MarkBound(after, by, b.GetGeneration())
+		} else {
+			b.Undo(mctx, after)
+			duck.MarkUnbound(after, by)
+		}
+		ops, err := s.shape.CreatePatch(before, after)
+		if err != nil {
+			return fmt.Errorf("%s: create patch: %w", name, err)
+		}
+		if len(ops) == 0 {
+			return nil
+		}
+		guarded, err := duck.Guard(u.Object, ops)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		body, err := duck.MarshalPatch(guarded)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		_, err = client.Patch(ctx, w.name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager()})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err) && !apierrors.IsInvalid(err):
+			return fmt.Errorf("%s: patch: %w", name, err)
+		case attempt == maxPatchAttempts:
+			return &conflictError{what: fmt.Sprintf("%s: still changing after %d attempts", name, attempt), err: err}
+		}
+		// A failed test comes back as 422 Invalid. If the subject did not
+		// change meanwhile, the next read says so and the loop ends above.
+		lastRejected = u.GetResourceVersion()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", name, ctx.Err())
+		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		}
+		wait = min(2*wait, maxPatchWait)
+	}
+}
+
+// readError reports a subject whose object does not give a pod template.
+func readError(name string, s *subject, err error) error {
+	if errors.Is(err, duck.ErrNoPodTemplate) {
+		return unavailable(ReasonSubjectHasNoPodTemplate, fmt.Errorf("%s: %w; declare where %s keeps its pod template with duck.Shapes (TemplateAt)", name, err, s.gvk.Kind), nil)
+	}
+	return unavailable(ReasonSubjectUnreadable, fmt.Errorf("%s: %w", name, err), nil)
+}
