@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,7 +18,7 @@ func main() {
 	// knative: ctx := signals.NewContext().
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// knative's MainWithContext parses the command line itself; bindkit's
+	// knative: MainWithContext parses the command line itself; bindkit's
 	// takes its flags from ctx.
 	flags, err := sharedmain.ParseFlags("webhook", os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -29,12 +28,7 @@ func main() {
 	}
 	ctx = sharedmain.WithFlags(ctx, flags)
 
-	// knative: MainWithContext returns nothing and exits on failure.
-	if err := sharedmain.MainWithContext(ctx, "webhook",
-		// For each binding we have our controller and binding webhook.
+	sharedmain.MainWithContext(ctx, "webhook",
 		githubbinding.NewController, githubbinding.NewWebhook,
-	); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	)
 }

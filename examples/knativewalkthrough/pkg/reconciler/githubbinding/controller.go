@@ -29,7 +29,8 @@ const (
 	WebhookPath = "/githubbindings"
 )
 
-// NewController returns a new GithubBinding reconciler.
+// NewController builds the GithubBinding controller field by field, as the
+// knative walkthrough does.
 func NewController(
 	ctx context.Context,
 	cmw configmap.Watcher,
@@ -40,7 +41,7 @@ func NewController(
 	// podspecable.Get(ctx) from generated injection packages.
 	ghInformer := informer(ctx)
 	dc := injection.DynamicClient(ctx)
-	psInformerFactory := &duck.TypedInformerFactory{Client: dc}
+	psInformerFactory := injection.DuckInformerFactory(ctx)
 
 	c := &psbinding.BaseReconciler{
 		GVR: v1alpha1.SchemeGroupVersion.WithResource("githubbindings"),
@@ -57,28 +58,23 @@ func NewController(
 	logger = logger.Named("GithubBindings")
 	impl := controller.NewContext(ctx, c, controller.ControllerOptions{WorkQueueName: "GithubBinding", Logger: logger})
 
-	logger.Info("Setting up event handlers")
+	logger.Info("adding the event handlers")
 
 	ghInformer.Informer().AddEventHandler(controller.HandleAll(impl.Enqueue))
 
 	// knative: tracker.New(impl.EnqueueKey, controller.GetTrackerLease(ctx)).
 	c.Tracker = tracker.New(func(o tracker.Observer) { impl.EnqueueNamespacedName(o.NamespacedName) }, psbinding.DefaultTrackerLease)
-	c.Factory = &duck.CachedInformerFactory{
-		Delegate: &duck.EnqueueInformerFactory{
-			Delegate: psInformerFactory,
-			// knative: controller.HandleAll(c.Tracker.OnChanged).
-			EventHandler: psbinding.SubjectEventHandler(c.Tracker, nil),
-		},
-		// knative: no Stop; bindkit stops the subject informers with ctx.
-		Stop: ctx.Done(),
+	// knative: a duck.CachedInformerFactory around this one. bindkit's
+	// psInformerFactory is already the process's cache, shared by every
+	// Binding kind; the handler goes straight on it.
+	c.Factory = &duck.EnqueueInformerFactory{
+		Delegate: psInformerFactory,
+		// knative: controller.HandleAll(c.Tracker.OnChanged).
+		EventHandler: psbinding.SubjectEventHandler(c.Tracker, nil),
 	}
-	// knative: nothing. Without it, Bindings that exist when the process
-	// starts wait for their next change (see MIGRATING.md).
-	c.PromoteFunc = psbinding.PromoteAll(listAll(ghInformer), nil)
 
-	// If our `Do` / `Undo` methods need additional context, then we can
-	// setup a callback to infuse the `context.Context` here:
-	//    c.WithContext = ...
+	// c.WithContext, if Do and Undo needed more than the Binding, would
+	// prepare their context here.
 
 	return impl
 }
@@ -86,28 +82,20 @@ func NewController(
 // NewWebhook returns the admission controller of GithubBindings.
 func NewWebhook(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
 	return psbinding.NewAdmissionController(ctx,
-		// Name of the resource webhook.
-		WebhookName,
-
-		// The path on which to serve the webhook.
-		WebhookPath,
-
-		// How to get all the Bindables for configuring the mutating webhook.
-		ListAll,
-
-		// How to setup the context prior to invoking Do/Undo.
+		WebhookName, // the MutatingWebhookConfiguration to program
+		WebhookPath, // where the webhook server routes this kind
+		ListAll,     // every GithubBinding, for the index and the rules
+		// Do and Undo need nothing beyond the Binding.
 		func(ctx context.Context, b psbinding.Bindable) (context.Context, error) {
 			return ctx, nil
 		},
 	)
 }
 
-// ListAll enumerates all of the GithubBindings as Bindables so that the
-// webhook can reprogram itself as needed.
+// ListAll is NewWebhook's psbinding.GetListAll: handler hears of every
+// GithubBinding change, and the ListAll it returns lists them all.
 func ListAll(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
 	ghInformer := informer(ctx)
-
-	// Whenever a GithubBinding changes our webhook programming might change.
 	ghInformer.Informer().AddEventHandler(handler)
 
 	return listAll(ghInformer)

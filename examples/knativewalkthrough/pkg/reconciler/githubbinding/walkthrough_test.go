@@ -41,7 +41,8 @@ var githubBindings = v1alpha1.SchemeGroupVersion.WithResource("githubbindings")
 const timeout = 60 * time.Second
 
 // TestWalkthroughBindsDeploymentWithRealAPIServer runs the ported
-// walkthrough's constructors under sharedmain.MainWithContext, with
+// walkthrough's constructors under sharedmain (Run, the error-returning
+// MainWithContext), with
 // sharedmain's default settings (leader election included) and only what a
 // binary needs to reach the test's kube-apiserver, and checks what the
 // walkthrough promises: a Deployment that existed before the process
@@ -114,7 +115,7 @@ func TestWalkthroughBindsDeploymentWithRealAPIServer(t *testing.T) {
 
 // startMain runs the walkthrough's constructors as its cmd/webhook does,
 // with the flags a binary would get on its command line, and stops them when
-// the test ends, failing it if MainWithContext does not return cleanly.
+// the test ends, failing it if they do not stop cleanly.
 func startMain(t *testing.T, env *testenv.Environment, systemNS string, port int) fmt.Stringer {
 	t.Helper()
 	logs := &syncBuffer{}
@@ -133,17 +134,19 @@ func startMain(t *testing.T, env *testenv.Environment, systemNS string, port int
 
 	done := make(chan error, 1)
 	go func() {
-		done <- sharedmain.MainWithContext(ctx, "webhook", githubbinding.NewController, githubbinding.NewWebhook)
+		// MainWithContext, which the example's main calls, exits the
+		// process on failure; Run is the same, returning the error.
+		done <- sharedmain.Run(ctx, "webhook", githubbinding.NewController, githubbinding.NewWebhook)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("MainWithContext after cancel: %v", err)
+				t.Errorf("sharedmain.Run after cancel: %v", err)
 			}
 		case <-time.After(timeout):
-			t.Errorf("MainWithContext did not return within %v of cancellation", timeout)
+			t.Errorf("sharedmain.Run did not return within %v of cancellation", timeout)
 		}
 		if t.Failed() {
 			t.Logf("process logs:\n%s", logs)
