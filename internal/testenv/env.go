@@ -57,6 +57,9 @@ type Options struct {
 	// StopGrace is how long Stop waits for a process to exit after SIGTERM
 	// before it kills it. Default: 15 seconds.
 	StopGrace time.Duration
+	// Audit makes the kube-apiserver log every request (Metadata level) for
+	// Environment.AuditEvents, e.g. to see which permissions a client used.
+	Audit bool
 }
 
 // Environment is a running etcd and kube-apiserver, and kube-controller-manager
@@ -160,7 +163,13 @@ func start(ctx context.Context, binDir, minor string, opts Options) (_ *Environm
 		return nil, err
 	}
 	progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", apiPort)
-	if env.apiserver, err = startAPIServer(binDir, dir, files, etcdClient, apiPort); err != nil {
+	var extra []string
+	if opts.Audit {
+		if extra, err = auditArgs(dir); err != nil {
+			return nil, err
+		}
+	}
+	if env.apiserver, err = startAPIServer(binDir, dir, files, etcdClient, apiPort, extra...); err != nil {
 		return nil, err
 	}
 
@@ -288,8 +297,8 @@ func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
 	return f, nil
 }
 
-func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int) (*process, error) {
-	return startProcess(apiServerBinary, filepath.Join(binDir, apiServerBinary), []string{
+func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int, extra ...string) (*process, error) {
+	return startProcess(apiServerBinary, filepath.Join(binDir, apiServerBinary), append([]string{
 		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
@@ -313,7 +322,7 @@ func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int) (
 		"--disable-admission-plugins=ServiceAccount",
 		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		"--v=0",
-	}, dir)
+	}, extra...), dir)
 }
 
 // waitHealthy polls url until it answers 200, the process exits, or ctx ends.

@@ -1,4 +1,4 @@
-package webhookfaults_test
+package faults_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/certificates"
-	"github.com/bindkit/bindkit/internal/webhookfaults"
+	"github.com/bindkit/bindkit/internal/faults"
 )
 
 // writes counts the writes to the webhook configuration, from a watch.
@@ -37,10 +37,10 @@ func (w *writes) since(n int) []string {
 	return slices.Clone(w.events[n:])
 }
 
-func watchWrites(t *testing.T, h *webhookfaults.Harness) *writes {
+func watchWrites(t *testing.T, h *faults.Harness) *writes {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	selector := fields.OneTermEqualSelector("metadata.name", webhookfaults.ConfigName).String()
+	selector := fields.OneTermEqualSelector("metadata.name", faults.ConfigName).String()
 	configs := h.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	// From the list's version: only writes after now are events.
 	list, err := configs.List(ctx, metav1.ListOptions{FieldSelector: selector})
@@ -101,7 +101,7 @@ func ownedOf(wh admissionregistrationv1.MutatingWebhook) owned {
 // settled, nothing writes to it.
 func TestConfigurationRestoredWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
-	h := webhookfaults.Start(t, env, repoRoot)
+	h := faults.Start(t, env, repoRoot)
 	ns := h.Namespace("heal-")
 	h.Binding(ns, "heal", "heal", "")
 	h.WaitAdmissionBinds(ns, "heal")
@@ -171,7 +171,7 @@ func TestConfigurationRestoredWithRealAPIServer(t *testing.T) {
 	settle("after the edit")
 
 	// 2. Deleted, then re-applied from config/.
-	if err := configs.Delete(ctx, webhookfaults.ConfigName, metav1.DeleteOptions{}); err != nil {
+	if err := configs.Delete(ctx, faults.ConfigName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)

@@ -1,4 +1,4 @@
-package webhookfaults_test
+package faults_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/bindkit/bindkit/internal/webhookfaults"
+	"github.com/bindkit/bindkit/internal/faults"
 )
 
 // creators is the size of the burst: as many clients creating at once as
@@ -31,7 +31,7 @@ const creators = 60
 // tested too. Everything else is the binary's defaults.
 func TestCAChangeUnderBurstWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
-	h := webhookfaults.Start(t, env, repoRoot, "--webhook-cert-validity=2m", "--webhook-cert-rotate-before=100s")
+	h := faults.Start(t, env, repoRoot, "--webhook-cert-validity=2m", "--webhook-cert-rotate-before=100s")
 	ns := h.Namespace("burst-")
 	h.Binding(ns, "burst", "burst", "")
 	h.WaitAdmissionBinds(ns, "burst")
@@ -42,15 +42,15 @@ func TestCAChangeUnderBurstWithRealAPIServer(t *testing.T) {
 		change func() error
 	}{
 		{"secret deleted", func() error {
-			return h.Kube.CoreV1().Secrets(webhookfaults.SystemNamespace).Delete(ctx, webhookfaults.SecretName, metav1.DeleteOptions{})
+			return h.Kube.CoreV1().Secrets(faults.SystemNamespace).Delete(ctx, faults.SecretName, metav1.DeleteOptions{})
 		}},
 		{"CA key removed", func() error {
 			s, err := h.Secret()
 			if err != nil {
 				return err
 			}
-			delete(s.Data, webhookfaults.Keys.CAKey)
-			_, err = h.Kube.CoreV1().Secrets(webhookfaults.SystemNamespace).Update(ctx, s, metav1.UpdateOptions{})
+			delete(s.Data, faults.Keys.CAKey)
+			_, err = h.Kube.CoreV1().Secrets(faults.SystemNamespace).Update(ctx, s, metav1.UpdateOptions{})
 			return err
 		}},
 	}
@@ -63,7 +63,7 @@ func TestCAChangeUnderBurstWithRealAPIServer(t *testing.T) {
 			if err != nil || before == nil {
 				t.Fatalf("%s: read Secret: %v", name, err)
 			}
-			oldCA := webhookfaults.Bundle(before)[0]
+			oldCA := faults.Bundle(before)[0]
 
 			load := h.StartLoad(ns, "burst", creators)
 			h.Eventually(name+": load running", 30*time.Second, func() (string, error) {
@@ -82,7 +82,7 @@ func TestCAChangeUnderBurstWithRealAPIServer(t *testing.T) {
 				if err != nil || s == nil {
 					return fmt.Sprintf("no Secret (%v)", err), nil
 				}
-				bundle := webhookfaults.Bundle(s)
+				bundle := faults.Bundle(s)
 				if len(bundle) == 0 || bundle[0].Equal(oldCA) {
 					return "no new CA yet", nil
 				}
@@ -92,7 +92,7 @@ func TestCAChangeUnderBurstWithRealAPIServer(t *testing.T) {
 					return err.Error(), nil
 				}
 				served[cert.SerialNumber.String()] = true
-				if !webhookfaults.SignedBy(cert, newCA) {
+				if !faults.SignedBy(cert, newCA) {
 					return "served certificate not yet signed by the new CA", nil
 				}
 				return "", nil

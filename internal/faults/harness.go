@@ -1,4 +1,4 @@
-package webhookfaults
+package faults
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package webhookfaults_test
+package faults_test
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/bindkit/bindkit/internal/webhookfaults"
+	"github.com/bindkit/bindkit/internal/faults"
 )
 
 // calledIn returns the namespaces the webhook's namespaceSelector names
 // (nil when it names none) and whether it has rules at all.
-func calledIn(h *webhookfaults.Harness) (namespaces []string, rules bool, err error) {
+func calledIn(h *faults.Harness) (namespaces []string, rules bool, err error) {
 	cfg, err := h.Configuration()
 	if err != nil {
 		return nil, false, err
@@ -37,7 +37,7 @@ func calledIn(h *webhookfaults.Harness) (namespaces []string, rules bool, err er
 
 // waitCalledIn waits until the webhook is called in exactly want (none:
 // no rules at all).
-func waitCalledIn(h *webhookfaults.Harness, what string, want []string) time.Duration {
+func waitCalledIn(h *faults.Harness, what string, want []string) time.Duration {
 	return h.Eventually(what, 30*time.Second, func() (string, error) {
 		got, rules, err := calledIn(h)
 		if err != nil {
@@ -60,9 +60,9 @@ func waitCalledIn(h *webhookfaults.Harness, what string, want []string) time.Dur
 // without the CEL rule that keeps a subject in the Binding's namespace, as
 // a Binding author's own CRD may be: the framework must keep the webhook
 // away from both namespaces anyway.
-func installCRDWithoutNamespaceGuard(t *testing.T, h *webhookfaults.Harness) {
+func installCRDWithoutNamespaceGuard(t *testing.T, h *faults.Harness) {
 	t.Helper()
-	original := filepath.Join(repoRoot, webhookfaults.CRDPath)
+	original := filepath.Join(repoRoot, faults.CRDPath)
 	data, err := os.ReadFile(original)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func installCRDWithoutNamespaceGuard(t *testing.T, h *webhookfaults.Harness) {
 // are refused (the webhook does stand there).
 func TestWebhookCalledOnlyWhereBindingsApplyWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
-	h := webhookfaults.Start(t, env, repoRoot)
+	h := faults.Start(t, env, repoRoot)
 	installCRDWithoutNamespaceGuard(t, h)
 	ctx := context.Background()
 
@@ -130,7 +130,7 @@ func TestWebhookCalledOnlyWhereBindingsApplyWithRealAPIServer(t *testing.T) {
 		t.Fatalf("failurePolicy %v, want Fail as config/ installs it", p)
 	}
 	deployments := func(ns string) error {
-		_, err := h.Kube.AppsV1().Deployments(ns).Create(ctx, webhookfaults.Deployment(ns, "while-down", "web"), metav1.CreateOptions{})
+		_, err := h.Kube.AppsV1().Deployments(ns).Create(ctx, faults.Deployment(ns, "while-down", "web"), metav1.CreateOptions{})
 		if err == nil {
 			h.Kube.AppsV1().Deployments(ns).Delete(ctx, "while-down", metav1.DeleteOptions{})
 		}

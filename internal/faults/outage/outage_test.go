@@ -17,12 +17,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/internal/testenv"
-	"github.com/bindkit/bindkit/internal/webhookfaults"
+	"github.com/bindkit/bindkit/internal/faults"
 )
 
 const repoRoot = "../../.."
 
-var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{repoRoot + "/" + webhookfaults.CRDPath}}}
+var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{repoRoot + "/" + faults.CRDPath}}}
 
 func TestMain(m *testing.M) { controlPlane.Main(m) }
 
@@ -90,7 +90,7 @@ func (p *presented) last() string {
 // create comes back bound.
 func TestRotationResumesAfterSecretWriteOutageWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
-	h := webhookfaults.Start(t, env, repoRoot, lifetimes...)
+	h := faults.Start(t, env, repoRoot, lifetimes...)
 	ns := h.Namespace("outage-")
 	h.Binding(ns, "outage", "outage", "")
 	h.WaitAdmissionBinds(ns, "outage")
@@ -132,13 +132,13 @@ func TestRotationResumesAfterSecretWriteOutageWithRealAPIServer(t *testing.T) {
 	if err != nil || first == nil {
 		t.Fatalf("read Secret: %v", err)
 	}
-	firstCA := webhookfaults.Bundle(first)[0]
+	firstCA := faults.Bundle(first)[0]
 	h.Eventually("a scheduled CA rotation, then a serving certificate of the new CA presented", 3*time.Minute, func() (string, error) {
 		s, err := h.Secret()
 		if err != nil || s == nil {
 			return fmt.Sprintf("no Secret (%v)", err), nil
 		}
-		ca := webhookfaults.Bundle(s)[0]
+		ca := faults.Bundle(s)[0]
 		if ca.Equal(firstCA) {
 			return "CA not rotated yet", nil
 		}
@@ -146,7 +146,7 @@ func TestRotationResumesAfterSecretWriteOutageWithRealAPIServer(t *testing.T) {
 		if err != nil {
 			return err.Error(), nil
 		}
-		if !webhookfaults.SignedBy(served, ca) {
+		if !faults.SignedBy(served, ca) {
 			return "not yet presenting a certificate of the new CA", nil
 		}
 		return "", nil
@@ -213,7 +213,7 @@ func TestRotationResumesAfterSecretWriteOutageWithRealAPIServer(t *testing.T) {
 // denySecretWrites installs a ValidatingAdmissionPolicy and its binding
 // that refuse CREATE and UPDATE of the certificates Secret, waits until the
 // kube-apiserver enforces it, and returns what removes both.
-func denySecretWrites(t *testing.T, h *webhookfaults.Harness) func() {
+func denySecretWrites(t *testing.T, h *faults.Harness) func() {
 	t.Helper()
 	ctx := context.Background()
 	const name = "deny-webhook-certs-writes"
@@ -224,9 +224,9 @@ func denySecretWrites(t *testing.T, h *webhookfaults.Harness) func() {
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": webhookfaults.SystemNamespace}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": faults.SystemNamespace}},
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					ResourceNames: []string{webhookfaults.SecretName},
+					ResourceNames: []string{faults.SecretName},
 					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}},
@@ -274,12 +274,12 @@ func denySecretWrites(t *testing.T, h *webhookfaults.Harness) func() {
 	return remove
 }
 
-func dryRunSecretUpdate(h *webhookfaults.Harness) error {
+func dryRunSecretUpdate(h *faults.Harness) error {
 	s, err := h.Secret()
 	if err != nil || s == nil {
 		return fmt.Errorf("read Secret: %v", err)
 	}
 	s.Annotations = map[string]string{"probe": time.Now().String()}
-	_, err = h.Kube.CoreV1().Secrets(webhookfaults.SystemNamespace).Update(context.Background(), s, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err = h.Kube.CoreV1().Secrets(faults.SystemNamespace).Update(context.Background(), s, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 	return err
 }
