@@ -33,13 +33,14 @@ var (
 // installation). A configuration that is gone is no error.
 func (ac *AdmissionController) Uninstall(ctx context.Context) error {
 	client := ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	current, err := client.Get(ctx, ac.cfg.ConfigurationName, metav1.GetOptions{})
+	cached, err := ac.configuration(ctx)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("admission controller: MutatingWebhookConfiguration %s: %w", ac.cfg.ConfigurationName, err)
 	}
+	current := cached.DeepCopy()
 	i := slices.IndexFunc(current.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == ac.cfg.WebhookName })
 	if i < 0 || len(current.Webhooks[i].Rules) == 0 {
 		return nil
