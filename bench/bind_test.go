@@ -59,14 +59,17 @@ const (
 //
 // Besides sec/op it reports bound/s, client-cpu-s/op (the controller
 // process's CPU for bindkit, this process's for the floor, its watch
-// included), server-cpu-s/op (etcd and kube-apiserver), the requests the
+// included), server-cpu-s/op (etcd and kube-apiserver) and etcd's part of
+// it (etcd-cpu-s/op), the requests the
 // kube-apiserver counted on deployments by verb (get/op, patch/op) and its
 // calls of the webhook (webhook-calls/op), and for bindkit the controller's
 // peak resident set over its whole life (peak-rss-MB, VmHWM).
 //
 // With BINDKIT_BENCH_CPUPROFILE=<dir> the controller is the profiled build
 // of the same main (cmd/githubbinding-profiled), and each timed part's CPU
-// profile of the controller lands in dir.
+// profile of the controller lands in dir, with a CPU profile of the
+// kube-apiserver over the first serverProfileSeconds of each timed part,
+// floor included.
 func BenchmarkBind(b *testing.B) {
 	sizes := bindSizes(b)
 	env := startControlPlane(b, "../"+demo.CRDPath)
@@ -119,6 +122,9 @@ type bindBench struct {
 	profileDir string
 }
 
+// etcdCPU is etcd's share of the server's CPU time so far.
+func (bb *bindBench) etcdCPU() time.Duration { return pidsCPU(bb.env.PIDs()[:1]) }
+
 // bindTimeout bounds the wait for n subjects: generous enough for
 // client-go's default 5 requests per second (two requests per subject).
 func bindTimeout(n int) time.Duration { return 5*time.Minute + time.Duration(n)*600*time.Millisecond }
@@ -153,9 +159,9 @@ func githubDo(wp *duck.WithPod) {
 
 // runMetrics adds up what the iterations of one sub-benchmark cost.
 type runMetrics struct {
-	client, server time.Duration
-	requests       requestCounts
-	peak           uint64
+	client, server, etcd time.Duration
+	requests             requestCounts
+	peak                 uint64
 }
 
 func (m *runMetrics) report(b *testing.B, n int) {
@@ -164,6 +170,7 @@ func (m *runMetrics) report(b *testing.B, n int) {
 	}
 	b.ReportMetric(m.client.Seconds()/float64(b.N), "client-cpu-s/op")
 	b.ReportMetric(m.server.Seconds()/float64(b.N), "server-cpu-s/op")
+	b.ReportMetric(m.etcd.Seconds()/float64(b.N), "etcd-cpu-s/op")
 	b.ReportMetric(m.requests["GET"]/float64(b.N), "get/op")
 	b.ReportMetric(m.requests["PATCH"]/float64(b.N), "patch/op")
 	b.ReportMetric(m.requests["webhook"]/float64(b.N), "webhook-calls/op")
@@ -198,7 +205,8 @@ func (bb *bindBench) floor(b *testing.B, n int) {
 		}
 		w := watchBound(b, bb.kube, ns, n, githubBound)
 		before := readRequestCounts(b, bb.kube)
-		c0, s0 := selfCPU(), pidsCPU(bb.env.PIDs())
+		c0, s0, e0 := selfCPU(), pidsCPU(bb.env.PIDs()), bb.etcdCPU()
+		serverProfile := bb.profileServer(b, fmt.Sprintf("apiserver-floor-n%d-%d.prof", n, time.Now().Unix()))
 		b.StartTimer()
 
 		if err := sendPatches(ctx, bb.kube, patches, psbinding.DefaultPatchConcurrency); err != nil {
@@ -209,10 +217,12 @@ func (bb *bindBench) floor(b *testing.B, n int) {
 		b.StopTimer()
 		m.client += selfCPU() - c0
 		m.server += pidsCPU(bb.env.PIDs()) - s0
+		m.etcd += bb.etcdCPU() - e0
 		m.addRequests(readRequestCounts(b, bb.kube).sub(before))
 		if err != nil {
 			b.Fatalf("floor in %s: %v", ns, err)
 		}
+		serverProfile()
 		w.close()
 		deleteDeployments(b, bb.kube, ns)
 		b.StartTimer()
@@ -250,9 +260,11 @@ func (bb *bindBench) bindkit(b *testing.B, n int) {
 			},
 		}}
 		before := readRequestCounts(b, bb.kube)
-		c0, s0 := ctrl.cpu(), pidsCPU(bb.env.PIDs())
+		c0, s0, e0 := ctrl.cpu(), pidsCPU(bb.env.PIDs()), bb.etcdCPU()
+		serverProfile := func() {}
 		if profile != "" {
 			toggleProfile(b, ctrl)
+			serverProfile = bb.profileServer(b, fmt.Sprintf("apiserver-bindkit-n%d-%d.prof", n, time.Now().Unix()))
 		}
 		b.StartTimer()
 
@@ -264,10 +276,12 @@ func (bb *bindBench) bindkit(b *testing.B, n int) {
 		b.StopTimer()
 		m.client += ctrl.cpu() - c0
 		m.server += pidsCPU(bb.env.PIDs()) - s0
+		m.etcd += bb.etcdCPU() - e0
 		m.addRequests(readRequestCounts(b, bb.kube).sub(before))
 		if profile != "" {
 			toggleProfile(b, ctrl)
 			waitProfile(b, profile)
+			serverProfile()
 		}
 		if err != nil {
 			b.Fatalf("bindkit in %s: %v\ncontroller log:\n%s", ns, err, ctrl.logTail())
@@ -308,6 +322,36 @@ func toggleProfile(b *testing.B, ctrl *process) {
 	b.Helper()
 	if err := ctrl.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		b.Fatalf("SIGUSR1 to the controller: %v", err)
+	}
+}
+
+// serverProfileSeconds is how much of a timed part the kube-apiserver's CPU
+// profile covers, from its start: less than the shortest timed part, so
+// that nothing after it is sampled.
+const serverProfileSeconds = 3
+
+// profileServer starts, when profiling, a CPU profile of the kube-apiserver
+// (its /debug/pprof/profile) over the first serverProfileSeconds of the
+// timed part and returns a function that waits for it and writes it to
+// name in the profile directory.
+func (bb *bindBench) profileServer(b *testing.B, name string) (wait func()) {
+	if bb.profileDir == "" {
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() {
+		raw, err := bb.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(serverProfileSeconds)).DoRaw(context.Background())
+		if err == nil {
+			err = os.WriteFile(filepath.Join(bb.profileDir, name), raw, 0o600)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Fatalf("kube-apiserver CPU profile: %v", err)
+		}
+		b.Logf("kube-apiserver CPU profile: %s", filepath.Join(bb.profileDir, name))
 	}
 }
 
