@@ -15,6 +15,14 @@ const (
 	DefaultCARotateBefore      = 30 * 24 * time.Hour
 	DefaultServingValidity     = 7 * 24 * time.Hour
 	DefaultServingRotateBefore = 24 * time.Hour
+	// DefaultTrustDelay is how long the Reconciler waits, once every
+	// Publisher carries a new CA, before it signs a serving certificate
+	// under it: time for each kube-apiserver's own cache of the webhook
+	// configuration to catch up with the object, which a watch delivers
+	// within a second even on a busy control plane.
+	DefaultTrustDelay = 5 * time.Second
+	// MaxRetryInterval caps the default RetryInterval.
+	MaxRetryInterval = 30 * time.Second
 )
 
 // DataKeys names the Secret data entries that hold the certificates.
@@ -87,11 +95,16 @@ type Options struct {
 	ServingValidity     time.Duration
 	ServingRotateBefore time.Duration
 
-	// MutatingWebhookConfigurations and ValidatingWebhookConfigurations name
-	// the configurations whose webhooks get the CA bundle after each
-	// reconcile (see InjectCABundle). Empty means none.
-	MutatingWebhookConfigurations   []string
-	ValidatingWebhookConfigurations []string
+	// TrustDelay is how long the Reconciler waits, after it first sees
+	// every Publisher carry a new CA, before it signs a serving certificate
+	// under that CA (default DefaultTrustDelay; negative means no wait).
+	TrustDelay time.Duration
+	// RetryInterval is when the Reconciler runs again after a failed run,
+	// whatever the work queue's own retries do (default the shorter of
+	// MaxRetryInterval and a quarter of ServingRotateBefore). It must be
+	// shorter than ServingRotateBefore, so a failed rotation is tried again
+	// well before the serving certificate expires.
+	RetryInterval time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -111,6 +124,17 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.CARotateBefore, DefaultCARotateBefore)
 	def(&o.ServingValidity, DefaultServingValidity)
 	def(&o.ServingRotateBefore, DefaultServingRotateBefore)
+	def(&o.TrustDelay, DefaultTrustDelay)
+	o.TrustDelay = max(o.TrustDelay, 0)
+	def(&o.RetryInterval, min(MaxRetryInterval, o.ServingRotateBefore/4))
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"CAValidity", o.CAValidity}, {"CARotateBefore", o.CARotateBefore}, {"ServingValidity", o.ServingValidity}, {"ServingRotateBefore", o.ServingRotateBefore}, {"RetryInterval", o.RetryInterval}} {
+		if d.v < 0 {
+			return o, fmt.Errorf("certificates: secret %s/%s: %s %v is negative", o.Namespace, o.SecretName, d.name, d.v)
+		}
+	}
 	// Each check prevents a certificate that is due for rotation the moment
 	// it is issued, which would rotate on every reconcile.
 	switch {
@@ -120,6 +144,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("certificates: secret %s/%s: ServingRotateBefore %v must be shorter than ServingValidity %v", o.Namespace, o.SecretName, o.ServingRotateBefore, o.ServingValidity)
 	case o.ServingRotateBefore >= o.CARotateBefore:
 		return o, fmt.Errorf("certificates: secret %s/%s: ServingRotateBefore %v must be shorter than CARotateBefore %v", o.Namespace, o.SecretName, o.ServingRotateBefore, o.CARotateBefore)
+	case o.RetryInterval >= o.ServingRotateBefore:
+		return o, fmt.Errorf("certificates: secret %s/%s: RetryInterval %v must be shorter than ServingRotateBefore %v", o.Namespace, o.SecretName, o.RetryInterval, o.ServingRotateBefore)
 	}
 	return o, nil
 }

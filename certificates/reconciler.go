@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,6 +19,11 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
 
+// trustPollInterval is how often the Reconciler looks at its Publishers
+// while it waits for one of them to carry a new CA. Publishers read a
+// cache, so a look costs no API call.
+const trustPollInterval = time.Second
+
 // Reconciler keeps the certificate Secret complete and current. It is safe
 // for concurrent use, though a work queue never runs one key twice at once.
 type Reconciler struct {
@@ -26,8 +32,21 @@ type Reconciler struct {
 	key          string
 	lister       corev1listers.SecretLister
 	enqueueAfter func(key string, d time.Duration)
+	publishers   []Publisher
 	now          func() time.Time
 	logger       *zap.Logger
+
+	mu sync.Mutex
+	// trustedCA is the last CA every Publisher was seen to carry, and
+	// trustedSince when that was first seen: TrustDelay counts from there.
+	trustedCA    *x509.Certificate
+	trustedSince time.Time
+	// warnedSerial is the serving certificate Observe last reported as
+	// overdue, so the report is made once per certificate.
+	warnedSerial string
+	// lastWaiting is the last reason to wait that was logged, so a wait is
+	// logged once, not on every poll.
+	lastWaiting string
 }
 
 // ReconcilerOption configures a Reconciler beyond its Options.
@@ -40,12 +59,22 @@ func WithLister(l corev1listers.SecretLister) ReconcilerOption {
 }
 
 // WithEnqueueAfter gives the callback through which Reconcile schedules its
-// next run: when the serving certificate or the CA is due for rotation, or an
-// old CA leaves the bundle. Wire it to the controller's delayed enqueue.
-// Without it nothing is scheduled and rotation waits for the next event or
-// resync.
+// next run: when the serving certificate or the CA is due for rotation, an
+// old CA leaves the bundle, a Publisher is due to be checked again, or
+// after RetryInterval when the run failed. Wire it to the controller's
+// delayed enqueue. Without it nothing is scheduled and rotation waits for
+// the next event or resync.
 func WithEnqueueAfter(f func(key string, d time.Duration)) ReconcilerOption {
 	return func(r *Reconciler) { r.enqueueAfter = f }
+}
+
+// WithPublishers names the Publishers of the CA bundle: the Reconciler
+// signs a serving certificate under a CA only once every one of them
+// carries that CA (see the package documentation for the whole order).
+// Without Publishers it signs at once, as for a server whose clients are
+// given the bundle some other way.
+func WithPublishers(p ...Publisher) ReconcilerOption {
+	return func(r *Reconciler) { r.publishers = append(r.publishers, p...) }
 }
 
 // WithClock replaces time.Now, for tests.
@@ -76,37 +105,64 @@ func NewReconciler(client kubernetes.Interface, opts Options, options ...Reconci
 	for _, o := range options {
 		o(r)
 	}
+	for i, p := range r.publishers {
+		if p == nil {
+			return nil, fmt.Errorf("certificates: secret %s: publisher %d is nil", r.key, i)
+		}
+	}
 	return r, nil
 }
 
 // Key returns the work-queue key of the owned Secret, "namespace/name".
 func (r *Reconciler) Key() string { return r.key }
 
-// Reconcile brings the Secret named by key to its desired state, writes the
-// CA bundle into the configured webhook configurations and schedules the next
-// run. Keys of other Secrets are ignored, so the Reconciler can sit behind an
-// unfiltered Secret informer. A returned error means the caller should retry
-// with backoff; nothing is scheduled then.
+// Options returns the options the Reconciler runs with, defaults filled in.
+func (r *Reconciler) Options() Options { return r.opts }
+
+// Reconcile brings the Secret named by key to its desired state and
+// schedules the next run, on every path: when the next certificate is due,
+// when a Publisher is to be checked again, or after RetryInterval when the
+// run failed. So rotation always has a next attempt, even after the work
+// queue has given up on its own retries. Keys of other Secrets are ignored,
+// so the Reconciler can sit behind an unfiltered Secret informer. A
+// returned error means the run failed; the caller may retry sooner.
 func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 	if key != r.key {
 		return nil
 	}
+	next, err := r.reconcile(ctx)
+	if err != nil {
+		next = r.opts.RetryInterval
+		err = fmt.Errorf("secret %s: %w", r.key, err)
+	}
+	r.schedule(next)
+	return err
+}
+
+func (r *Reconciler) schedule(d time.Duration) {
+	if r.enqueueAfter != nil {
+		r.enqueueAfter(r.key, max(d, 0))
+	}
+}
+
+// reconcile does one run and returns when the next one is due.
+func (r *Reconciler) reconcile(ctx context.Context) (time.Duration, error) {
 	secret, err := r.get(ctx)
-	switch {
-	case apierrors.IsNotFound(err):
-		// The typed client returns an empty object along with NotFound.
-		secret = nil
-	case err != nil:
-		return fmt.Errorf("secret %s: get: %w", r.key, err)
+	if err != nil {
+		return 0, err
+	}
+	pub, err := r.published()
+	if err != nil {
+		return 0, err
 	}
 	now := r.now()
 	var current map[string][]byte
 	if secret != nil {
 		current = secret.Data
 	}
-	plan, err := r.plan(current, now)
+	plan, err := r.plan(current, pub, now)
 	if err != nil {
-		return fmt.Errorf("secret %s: %w", r.key, err)
+		return 0, err
 	}
 
 	switch {
@@ -117,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 			Data:       plan.data,
 		}
 		if _, err := r.client.CoreV1().Secrets(r.opts.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("secret %s: create: %w", r.key, err)
+			return 0, fmt.Errorf("create: %w", err)
 		}
 		r.logger.Info("created certificate secret", plan.fields(r.key)...)
 	case plan.changed:
@@ -125,27 +181,58 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 		secret = secret.DeepCopy()
 		secret.Data = plan.data
 		if _, err := r.client.CoreV1().Secrets(r.opts.Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("secret %s: update: %w", r.key, err)
+			return 0, fmt.Errorf("update: %w", err)
 		}
 		r.logger.Info("updated certificate secret", plan.fields(r.key)...)
+	case plan.waiting != "" && r.firstWait(plan.waiting):
+		r.logger.Info("waiting before signing under the new CA", plan.fields(r.key)...)
 	}
-
-	if err := InjectCABundle(ctx, r.client.AdmissionregistrationV1(), plan.data[r.opts.Keys.CACert],
-		r.opts.MutatingWebhookConfigurations, r.opts.ValidatingWebhookConfigurations); err != nil {
-		return fmt.Errorf("secret %s: %w", r.key, err)
-	}
-
-	if r.enqueueAfter != nil {
-		r.enqueueAfter(r.key, max(plan.next.Sub(now), 0))
-	}
-	return nil
+	return plan.next.Sub(now), nil
 }
 
+// firstWait reports whether reason differs from the last one logged.
+func (r *Reconciler) firstWait(reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := reason != r.lastWaiting
+	r.lastWaiting = reason
+	return first
+}
+
+// get returns the Secret, or nil when it does not exist.
 func (r *Reconciler) get(ctx context.Context) (*corev1.Secret, error) {
+	var secret *corev1.Secret
+	var err error
 	if r.lister != nil {
-		return r.lister.Secrets(r.opts.Namespace).Get(r.opts.SecretName)
+		secret, err = r.lister.Secrets(r.opts.Namespace).Get(r.opts.SecretName)
+	} else {
+		secret, err = r.client.CoreV1().Secrets(r.opts.Namespace).Get(ctx, r.opts.SecretName, metav1.GetOptions{})
 	}
-	return r.client.CoreV1().Secrets(r.opts.Namespace).Get(ctx, r.opts.SecretName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// The typed client returns an empty object along with NotFound.
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get: %w", err)
+	}
+	return secret, nil
+}
+
+// published reads what every Publisher publishes now.
+func (r *Reconciler) published() ([]published, error) {
+	var out []published
+	for _, p := range r.publishers {
+		bundle, ok, err := p.PublishedCABundle()
+		if err != nil {
+			return nil, fmt.Errorf("%s: read published CA bundle: %w", p, err)
+		}
+		if !ok {
+			continue
+		}
+		certs, err := ParseCertificates(bundle)
+		out = append(out, published{name: p.String(), certs: certs, err: err})
+	}
+	return out, nil
 }
 
 // plan is the outcome of comparing the Secret's data with what it should be.
@@ -154,23 +241,34 @@ type plan struct {
 	changed bool
 	// next is when the Secret next needs attention.
 	next time.Time
+	// waiting says why the serving certificate is not yet signed by the
+	// current CA although it is due; empty when nothing waits.
+	waiting string
 	// What changed, for the log line.
 	newCA, newServing bool
+	recovered         int // CAs taken from the Publishers into a lost bundle
 	caSerial, serial  string
 }
 
 func (p plan) fields(secret string) []zap.Field {
-	return []zap.Field{
+	f := []zap.Field{
 		zap.String("secret", secret),
 		zap.Bool("newCA", p.newCA), zap.String("caSerial", p.caSerial),
 		zap.Bool("newServingCert", p.newServing), zap.String("servingSerial", p.serial),
 		zap.Time("nextCheck", p.next),
 	}
+	if p.recovered > 0 {
+		f = append(f, zap.Int("recoveredCAs", p.recovered))
+	}
+	if p.waiting != "" {
+		f = append(f, zap.String("waiting", p.waiting))
+	}
+	return f
 }
 
-// plan computes the desired data from the current data at time now. It keeps
-// every entry it does not own.
-func (r *Reconciler) plan(data map[string][]byte, now time.Time) (plan, error) {
+// plan computes the desired data from the current data and what the
+// Publishers publish, at time now. It keeps every entry it does not own.
+func (r *Reconciler) plan(data map[string][]byte, pub []published, now time.Time) (plan, error) {
 	k := r.opts.Keys
 	out := make(map[string][]byte, len(data)+4)
 	for name, v := range data {
@@ -181,6 +279,21 @@ func (r *Reconciler) plan(data map[string][]byte, now time.Time) (plan, error) {
 	// Unparsable bundle entries are dropped rather than fatal: a corrupted
 	// bundle is repaired, not left to block every rotation.
 	bundle, _ := ParseCertificates(data[k.CACert])
+	if len(bundle) == 0 {
+		// The Secret, or its bundle, is lost, but the clients still trust
+		// what the Publishers carry, and the webhook still serves a
+		// certificate one of those CAs signed. Keeping them in the bundle
+		// keeps that certificate trusted while a new one is issued; if the
+		// CA key survived, its CA is found among them and nothing changes.
+		for _, pb := range pub {
+			for _, c := range pb.certs {
+				if c.IsCA && now.Before(c.NotAfter) && !slices.ContainsFunc(bundle, c.Equal) {
+					bundle = append(bundle, c)
+				}
+			}
+		}
+		p.recovered = len(bundle)
+	}
 	caKey, _ := parseECKey(data[k.CAKey])
 	ca := currentCA(bundle, caKey, now)
 
@@ -193,6 +306,7 @@ func (r *Reconciler) plan(data map[string][]byte, now time.Time) (plan, error) {
 		if serving, err = GenerateServingCert(ca, r.opts.dnsNames(), r.opts.IPAddresses, now, r.opts.ServingValidity); err != nil {
 			return p, err
 		}
+		p.newServing = true
 		ca = nil
 	}
 	if ca == nil {
@@ -209,7 +323,7 @@ func (r *Reconciler) plan(data map[string][]byte, now time.Time) (plan, error) {
 	// still hold only the old bundle.
 	kept := []*x509.Certificate{ca.Cert}
 	for _, c := range bundle {
-		if c.IsCA && now.Before(c.NotAfter) && !slices.ContainsFunc(kept, func(k *x509.Certificate) bool { return k.Equal(c) }) {
+		if c.IsCA && now.Before(c.NotAfter) && !slices.ContainsFunc(kept, c.Equal) {
 			kept = append(kept, c)
 		}
 	}
@@ -217,39 +331,91 @@ func (r *Reconciler) plan(data map[string][]byte, now time.Time) (plan, error) {
 
 	if serving == nil {
 		current, err := ParseKeyPair(data[k.ServerCert], data[k.ServerKey])
-		if err == nil && r.servingOK(current.Cert, kept, now) {
+		if err != nil {
+			current = nil
+		}
+		switch {
+		case current != nil && r.servingOK(current.Cert, kept, now):
 			serving = current
-		} else {
+		default:
+			if p.waiting = r.untrusted(ca.Cert, pub, now); p.waiting != "" {
+				// Whatever the Secret holds stays: the webhook keeps
+				// serving its last good certificate meanwhile.
+				break
+			}
 			if serving, err = GenerateServingCert(ca, r.opts.dnsNames(), r.opts.IPAddresses, now, r.opts.ServingValidity); err != nil {
 				return p, err
 			}
 			p.newServing = true
 		}
-	} else {
-		p.newServing = true
 	}
 	if p.newServing {
 		out[k.ServerCert] = serving.CertPEM
 		out[k.ServerKey] = serving.KeyPEM
 	}
 
-	p.next = serving.Cert.NotAfter.Add(-r.opts.ServingRotateBefore)
-	if t := ca.Cert.NotAfter.Add(-r.opts.CARotateBefore); t.Before(p.next) {
-		p.next = t
-	}
-	for _, c := range kept[1:] {
-		if c.NotAfter.Before(p.next) {
-			p.next = c.NotAfter
+	if p.waiting != "" {
+		p.next = now.Add(r.waitInterval(now))
+	} else {
+		p.next = serving.Cert.NotAfter.Add(-r.opts.ServingRotateBefore)
+		if t := ca.Cert.NotAfter.Add(-r.opts.CARotateBefore); t.Before(p.next) {
+			p.next = t
 		}
+		for _, c := range kept[1:] {
+			if c.NotAfter.Before(p.next) {
+				p.next = c.NotAfter
+			}
+		}
+		p.serial = serving.Cert.SerialNumber.Text(16)
 	}
 	p.caSerial = ca.Cert.SerialNumber.Text(16)
-	p.serial = serving.Cert.SerialNumber.Text(16)
 	for _, name := range []string{k.CACert, k.CAKey, k.ServerCert, k.ServerKey} {
 		if !bytes.Equal(out[name], data[name]) {
 			p.changed = true
 		}
 	}
 	return p, nil
+}
+
+// untrusted returns why no serving certificate may be signed under ca yet,
+// or "" when it may: every Publisher that publishes carries ca, and has
+// for TrustDelay.
+func (r *Reconciler) untrusted(ca *x509.Certificate, pub []published, now time.Time) string {
+	serial := ca.SerialNumber.Text(16)
+	for _, pb := range pub {
+		if pb.err != nil {
+			return fmt.Sprintf("%s publishes a CA bundle that does not parse (%v)", pb.name, pb.err)
+		}
+		if !pb.trusts(ca) {
+			return fmt.Sprintf("%s does not carry CA %s yet", pb.name, serial)
+		}
+	}
+	if len(pub) == 0 {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.trustedCA == nil || !r.trustedCA.Equal(ca) {
+		r.trustedCA, r.trustedSince = ca, now
+	}
+	if now.Sub(r.trustedSince) < r.opts.TrustDelay {
+		return fmt.Sprintf("every publisher carries CA %s since %s; waiting %v for the kube-apiservers to see it",
+			serial, r.trustedSince.UTC().Format(time.RFC3339), r.opts.TrustDelay)
+	}
+	return ""
+}
+
+// waitInterval is when to look again while a Publisher is waited for: at
+// the end of TrustDelay when that is running, else the next poll.
+func (r *Reconciler) waitInterval(now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.trustedCA != nil {
+		if left := r.trustedSince.Add(r.opts.TrustDelay).Sub(now); left > 0 {
+			return left
+		}
+	}
+	return trustPollInterval
 }
 
 func (r *Reconciler) caName() string {

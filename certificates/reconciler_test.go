@@ -9,12 +9,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 )
 
 const (
@@ -80,8 +78,13 @@ func testOptions() Options {
 
 func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWith(t, opts, nil, objects...)
+}
+
+func newFixtureWith(t *testing.T, opts Options, publishers []Publisher, objects ...runtime.Object) *fixture {
+	t.Helper()
 	f := &fixture{client: fake.NewClientset(objects...), clock: &fakeClock{now: t0}, queue: &enqueued{}, keys: DefaultDataKeys()}
-	r, err := NewReconciler(f.client, opts, WithClock(f.clock.Now), WithEnqueueAfter(f.queue.add))
+	r, err := NewReconciler(f.client, opts, WithClock(f.clock.Now), WithEnqueueAfter(f.queue.add), WithPublishers(publishers...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,79 +381,22 @@ func TestNewReconcilerRejectsBadOptions(t *testing.T) {
 		{"no names", func(o *Options) { o.ServiceName, o.ExtraDNSNames, o.IPAddresses = "", nil, nil }, "no ServiceName"},
 		{"CA rotates at birth", func(o *Options) { o.CARotateBefore = o.CAValidity + time.Hour; o.CAValidity = time.Hour }, "CARotateBefore"},
 		{"serving rotates at birth", func(o *Options) { o.ServingRotateBefore = DefaultServingValidity }, "ServingRotateBefore"},
+		{"negative lifetime", func(o *Options) { o.ServingValidity = -time.Hour }, "ServingValidity -1h0m0s is negative"},
+		{"retry as slow as the margin", func(o *Options) { o.RetryInterval = DefaultServingRotateBefore }, "RetryInterval 24h0m0s must be shorter than ServingRotateBefore"},
+		{"nil publisher", func(*Options) {}, "publisher 0 is nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := testOptions()
 			tt.mutate(&opts)
-			_, err := NewReconciler(fake.NewClientset(), opts)
+			var ro []ReconcilerOption
+			if tt.name == "nil publisher" {
+				ro = append(ro, WithPublishers(nil))
+			}
+			_, err := NewReconciler(fake.NewClientset(), opts, ro...)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("NewReconciler error = %v, want it to contain %q", err, tt.wantErr)
 			}
 		})
 	}
-}
-
-func TestInjectCABundle(t *testing.T) {
-	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "m"},
-		Webhooks:   []admissionregistrationv1.MutatingWebhook{{Name: "a.example"}, {Name: "b.example"}},
-	}
-	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "v"},
-		Webhooks:   []admissionregistrationv1.ValidatingWebhook{{Name: "c.example"}},
-	}
-	client := fake.NewClientset(mutating, validating)
-	api := client.AdmissionregistrationV1()
-	bundle := []byte("bundle")
-
-	if err := InjectCABundle(t.Context(), api, bundle, []string{"m"}, []string{"v"}); err != nil {
-		t.Fatal(err)
-	}
-	m, _ := api.MutatingWebhookConfigurations().Get(t.Context(), "m", metav1.GetOptions{})
-	v, _ := api.ValidatingWebhookConfigurations().Get(t.Context(), "v", metav1.GetOptions{})
-	got := []string{string(m.Webhooks[0].ClientConfig.CABundle), string(m.Webhooks[1].ClientConfig.CABundle), string(v.Webhooks[0].ClientConfig.CABundle)}
-	if diff := cmp.Diff([]string{"bundle", "bundle", "bundle"}, got); diff != "" {
-		t.Errorf("caBundles (-want +got):\n%s", diff)
-	}
-
-	client.ClearActions()
-	if err := InjectCABundle(t.Context(), api, bundle, []string{"m"}, []string{"v"}); err != nil {
-		t.Fatal(err)
-	}
-	if n := countVerb(client.Actions(), "update"); n != 0 {
-		t.Errorf("%d updates when the bundle was already current, want 0", n)
-	}
-
-	err := InjectCABundle(t.Context(), api, bundle, []string{"missing"}, nil)
-	if err == nil || !strings.Contains(err.Error(), "MutatingWebhookConfiguration missing") {
-		t.Errorf("InjectCABundle on a missing configuration: error = %v, want one naming it", err)
-	}
-}
-
-func TestReconcileInjectsBundle(t *testing.T) {
-	opts := testOptions()
-	opts.MutatingWebhookConfigurations = []string{"m"}
-	f := newFixture(t, opts, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "m"},
-		Webhooks:   []admissionregistrationv1.MutatingWebhook{{Name: "a.example"}},
-	})
-	f.reconcile(t)
-	m, err := f.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(t.Context(), "m", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(f.secret(t).Data[f.keys.CACert]), string(m.Webhooks[0].ClientConfig.CABundle)); diff != "" {
-		t.Errorf("caBundle is not the Secret's bundle (-want +got):\n%s", diff)
-	}
-}
-
-func countVerb(actions []k8stesting.Action, verb string) int {
-	n := 0
-	for _, a := range actions {
-		if a.GetVerb() == verb {
-			n++
-		}
-	}
-	return n
 }

@@ -15,9 +15,13 @@
 //
 // Reconcile's error decides what happens to the key: nil forgets it,
 // NewRequeueAfter(d) reconciles it again after d without counting a failure,
-// NewPermanentError(err) logs and drops it, and any other error retries it
-// with rate-limited backoff, at most DefaultMaxRetries times (WithMaxRetries)
-// before the key is dropped with an error log.
+// NewPermanentError(err) logs it and waits for a change to the object (an
+// informer event or resync enqueues it again), and any other error retries
+// it, without end, with per-key exponential backoff from DefaultBaseBackoff
+// up to DefaultMaxBackoff (WithMaxBackoff). A transient failure therefore
+// never strands an object: once its cause is fixed, the key recovers within
+// one backoff step. WithMaxRetries restores a retry budget for a controller
+// that wants one.
 //
 // # Logging
 //
@@ -35,10 +39,13 @@
 // leader's: RunLeaderElected campaigns for a coordination.k8s.io/v1 Lease
 // and promotes the given Impls when this replica wins it, demotes them when
 // it is lost, and campaigns again. A reconciler that writes only while
-// leader implements LeaderAware, usually by embedding LeaderAwareFuncs,
-// checks IsLeader before writing, and in Promote enqueues every key it owns,
-// because the reconciles it ran as a follower skipped their writes. A single
-// replica without election calls Impl.Promote itself.
+// leader implements LeaderAware, usually by embedding LeaderAwareFuncs, and
+// checks IsLeader before writing. The Impl does the rest: demotion cancels
+// the context of every reconcile in flight, so a demoted replica's writes
+// stop, and the keys a follower reconciled (skipping their writes) are
+// enqueued again on promotion, so nothing that existed before this replica
+// led is left unreconciled. A single replica without election calls
+// Impl.Promote itself.
 //
 // # Events
 //

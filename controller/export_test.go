@@ -1,6 +1,10 @@
 package controller
 
-import "time"
+import (
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+)
 
 // PendingKeys returns the keys enqueued before Run and the delay each was
 // enqueued with, rounded up to whole minutes so tests compare stable values.
@@ -14,3 +18,7 @@ func (i *Impl) PendingKeys() map[string]time.Duration {
 	}
 	return out
 }
+
+// RateLimiter returns the Impl's retry rate limiter, so tests can read the
+// backoff schedule without waiting for it.
+func (i *Impl) RateLimiter() workqueue.TypedRateLimiter[string] { return i.opts.rateLimiter }

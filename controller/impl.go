@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -24,17 +25,25 @@ import (
 //
 // The error decides what happens next: nil forgets the key; an error made
 // by NewRequeueAfter reconciles again later without counting a failure; one
-// made by NewPermanentError is logged and dropped; any other error is
-// retried with rate-limited backoff up to the Impl's retry cap. An error
-// that wraps both a permanent error and a requeue is treated as permanent.
-// A panic is recovered, logged with its stack and retried like an error:
-// reconcilers run Binding authors' code, and one bad object must not stop
-// the process.
+// made by NewPermanentError is logged and waits for a change to the object
+// (the next event or resync enqueues it again); any other error is retried
+// with per-key exponential backoff, capped (DefaultMaxBackoff) and without
+// end unless WithMaxRetries says otherwise. An error that wraps both a
+// permanent error and a requeue is treated as permanent. A panic is
+// recovered, logged with its stack and retried like an error: reconcilers
+// run Binding authors' code, and one bad object must not stop the process.
 //
 // ctx carries a logger (logging.FromContext) that names the controller,
-// the key and a reconcile ID unique to this attempt. When Run's context
-// ends, ctx stays live for the drain timeout so an in-flight reconcile can
-// finish its writes.
+// the key and a reconcile ID unique to this attempt. Every write Reconcile
+// makes must use ctx (or a context derived from it), because ctx is how
+// the Impl stops a reconcile:
+//   - Demote cancels the ctx of every reconcile in flight, with
+//     context.Cause(ctx) == ErrDemoted, so a replica that lost its lease
+//     sends no request after Demote returns (a request already on the wire
+//     may still land). Reconcile should return soon after; see LeaderAware
+//     for what happens to the key.
+//   - When Run's context ends, ctx stays live for the drain timeout so an
+//     in-flight reconcile can finish its writes, then it is cancelled.
 type Reconciler interface {
 	Reconcile(ctx context.Context, key string) error
 }
@@ -47,40 +56,60 @@ func (f ReconcilerFunc) Reconcile(ctx context.Context, key string) error { retur
 
 // Defaults for NewImpl's options.
 const (
-	// DefaultMaxRetries is how many times a key whose Reconcile keeps
-	// failing is retried before Impl drops it with an error log. With the
-	// default rate limiter (5ms doubling per failure) the fifteenth retry
-	// comes about 80 seconds after the first failure, long enough to ride
-	// out an API server restart; the next informer event enqueues the key
-	// afresh.
-	DefaultMaxRetries = 15
+	// DefaultBaseBackoff is the wait before the first retry of a failed
+	// key; each further failure doubles it, up to the cap.
+	DefaultBaseBackoff = 5 * time.Millisecond
+	// DefaultMaxBackoff caps the wait between retries of a key that keeps
+	// failing. A failed key is retried without end (a transient cause, such
+	// as an API server restart, a missing RBAC rule or a webhook outage,
+	// must not leave an object unreconciled once it is fixed), so the cap
+	// is the longest an object waits after its cause is fixed: a minute is
+	// what an operator watching a Binding expects, and costs one reconcile
+	// a minute per failing key. From 5ms doubling, retries come at about
+	// 5ms, 15ms, 35ms, ... 41s (the 14th, 82s after the first failure) and
+	// then every minute.
+	DefaultMaxBackoff = time.Minute
 	// DefaultDrainTimeout is how long Run lets in-flight reconciles finish
 	// after its context ends before it cancels their context.
 	DefaultDrainTimeout = 30 * time.Second
 )
+
+// ErrDemoted is the cause (context.Cause) of a reconcile context that
+// Demote cancelled: the replica lost its leadership while the reconcile ran.
+var ErrDemoted = errors.New("demoted: this replica is no longer leader")
 
 // Option changes a default of NewImpl.
 type Option func(*options)
 
 type options struct {
 	rateLimiter  workqueue.TypedRateLimiter[string]
-	maxRetries   int
+	maxBackoff   time.Duration
+	maxRetries   int // negative: no cap
 	drainTimeout time.Duration
 }
 
-// WithRateLimiter replaces the retry rate limiter. The default is
-// workqueue.DefaultTypedControllerRateLimiter: per-key exponential backoff
-// from 5ms to 1000s, and 10 retries per second (burst 100) over all keys.
-// A rate limiter keeps per-key state: give each Impl its own.
+// WithRateLimiter replaces the retry rate limiter. The default is per-key
+// exponential backoff from DefaultBaseBackoff doubling up to
+// DefaultMaxBackoff (WithMaxBackoff), with no limit over all keys: the
+// workers and the client's QPS bound the total. A rate limiter keeps per-key
+// state: give each Impl its own. It takes precedence over WithMaxBackoff.
 func WithRateLimiter(rl workqueue.TypedRateLimiter[string]) Option {
 	return func(o *options) { o.rateLimiter = rl }
 }
 
-// WithMaxRetries caps how many times a failing key is retried before it is
-// dropped (default DefaultMaxRetries). Zero means never retry; a negative
-// value is treated as zero.
+// WithMaxBackoff sets the cap of the default rate limiter's backoff
+// (default DefaultMaxBackoff); zero or less keeps the default. It has no
+// effect with WithRateLimiter.
+func WithMaxBackoff(d time.Duration) Option {
+	return func(o *options) { o.maxBackoff = d }
+}
+
+// WithMaxRetries makes the Impl drop a key, with an error log, after it
+// failed n retries in a row; the key comes back with the next event or
+// resync. By default a failing key is retried without end. Zero means never
+// retry; a negative n restores the default.
 func WithMaxRetries(n int) Option {
-	return func(o *options) { o.maxRetries = max(n, 0) }
+	return func(o *options) { o.maxRetries = n }
 }
 
 // WithDrainTimeout sets how long in-flight reconciles may run after Run's
@@ -101,6 +130,7 @@ func WithDrainTimeout(d time.Duration) Option {
 type Impl struct {
 	name       string
 	reconciler Reconciler
+	aware      LeaderAware // reconciler, when it is LeaderAware
 	logger     *zap.Logger
 	opts       options
 
@@ -110,8 +140,20 @@ type Impl struct {
 	pending      map[string]time.Time
 	queue        workqueue.TypedRateLimitingInterface[string]
 
+	// leaderMu serializes Promote and Demote.
 	leaderMu sync.Mutex
-	leader   atomic.Bool
+	leader   atomic.Bool // written under termMu
+	// termMu guards the reconciles in flight and the keys missed as a
+	// follower, so that no reconcile starts half-way through a change of
+	// leadership.
+	termMu sync.Mutex
+	// inflight holds the cancel function of every reconcile running now;
+	// Demote calls them all, with cause ErrDemoted.
+	inflight map[*reconcileRun]struct{}
+	// missed holds, for a LeaderAware reconciler, the keys reconciled while
+	// the Impl was not leader, which the next Promote enqueues: a set, so it
+	// grows with the number of distinct keys, never with time.
+	missed map[string]struct{}
 }
 
 // NewImpl returns an Impl that feeds keys to r. name identifies the
@@ -125,20 +167,26 @@ func NewImpl(r Reconciler, logger *zap.Logger, name string, opts ...Option) *Imp
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	o := options{maxRetries: DefaultMaxRetries, drainTimeout: DefaultDrainTimeout}
+	o := options{maxRetries: -1, drainTimeout: DefaultDrainTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.rateLimiter == nil {
-		o.rateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	if o.maxBackoff <= 0 {
+		o.maxBackoff = DefaultMaxBackoff
 	}
-	return &Impl{
+	if o.rateLimiter == nil {
+		o.rateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultBaseBackoff, max(o.maxBackoff, DefaultBaseBackoff))
+	}
+	aware, _ := r.(LeaderAware)
+	i := &Impl{
 		name:       name,
 		reconciler: r,
+		aware:      aware,
 		logger:     logger.With(zap.String("controller", name)),
 		opts:       o,
 		pending:    map[string]time.Time{},
 	}
+	return i
 }
 
 // Name returns the name given to NewImpl.
@@ -237,10 +285,20 @@ func (i *Impl) work(ctx, workCtx context.Context, q workqueue.TypedRateLimitingI
 func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], key string) {
 	defer q.Done(key)
 	logger := i.logger.With(zap.String("key", key), zap.String("reconcileID", newReconcileID()))
+	run := i.begin(ctx, key)
 	start := time.Now()
-	err := i.reconcile(logging.WithLogger(ctx, logger), key)
+	err := i.reconcile(logging.WithLogger(run.ctx, logger), key)
 	took := zap.Duration("duration", time.Since(start))
+	demoted := i.end(run)
 
+	if demoted && i.aware != nil {
+		// Its writes may be half done, and as a follower it would skip
+		// them: the next promotion reconciles the key again.
+		q.Forget(key)
+		i.keepForPromotion(key)
+		logger.Info("reconcile cut short by demotion; the next promotion reconciles the key again", took, zap.NamedError("result", err))
+		return
+	}
 	if err == nil {
 		q.Forget(key)
 		logger.Debug("reconcile succeeded", took)
@@ -248,7 +306,7 @@ func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	}
 	if IsPermanentError(err) {
 		q.Forget(key)
-		logger.Error("reconcile failed permanently; not retrying", took, zap.Error(err))
+		logger.Error("reconcile failed permanently; waiting for a change", took, zap.Error(err))
 		return
 	}
 	if after, ok := IsRequeueAfter(err); ok {
@@ -257,7 +315,7 @@ func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 		logger.Debug("reconcile requeued", took, zap.Duration("after", after))
 		return
 	}
-	if retries := q.NumRequeues(key); retries >= i.opts.maxRetries {
+	if retries := q.NumRequeues(key); i.opts.maxRetries >= 0 && retries >= i.opts.maxRetries {
 		q.Forget(key)
 		logger.Error("reconcile failed; dropping key after retries", took, zap.Int("retries", retries), zap.Error(err))
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,15 +43,15 @@ func TestReconcileResults(t *testing.T) {
 	}, {
 		name:      "permanent error is logged and not retried",
 		results:   []error{controller.NewPermanentError(fmt.Errorf("spec: %w", boom))},
-		last:      "reconcile failed permanently; not retrying",
+		last:      "reconcile failed permanently; waiting for a change",
 		wantCalls: 1,
-		wantLog:   []logLine{{zapcore.ErrorLevel, "reconcile failed permanently; not retrying"}},
+		wantLog:   []logLine{{zapcore.ErrorLevel, "reconcile failed permanently; waiting for a change"}},
 	}, {
 		name:      "wrapped permanent error is not retried",
 		results:   []error{fmt.Errorf("binding default/x: %w", controller.NewPermanentError(boom))},
-		last:      "reconcile failed permanently; not retrying",
+		last:      "reconcile failed permanently; waiting for a change",
 		wantCalls: 1,
-		wantLog:   []logLine{{zapcore.ErrorLevel, "reconcile failed permanently; not retrying"}},
+		wantLog:   []logLine{{zapcore.ErrorLevel, "reconcile failed permanently; waiting for a change"}},
 	}, {
 		name:      "requeue after is not a failure",
 		results:   []error{controller.NewRequeueAfter(10 * time.Millisecond)},
@@ -73,7 +74,16 @@ func TestReconcileResults(t *testing.T) {
 			{zapcore.DebugLevel, "reconcile succeeded"},
 		},
 	}, {
-		name:       "retries are capped, then the key is dropped",
+		name:       "by default a transient error is retried without end",
+		maxRetries: -1,
+		results:    slices.Repeat([]error{boom}, 40),
+		last:       "reconcile succeeded",
+		wantCalls:  41,
+		wantWhen:   40,
+		wantLog: append(slices.Repeat([]logLine{{zapcore.WarnLevel, "reconcile failed; will retry"}}, 40),
+			logLine{zapcore.DebugLevel, "reconcile succeeded"}),
+	}, {
+		name:       "WithMaxRetries caps retries, then the key is dropped",
 		maxRetries: 2,
 		results:    []error{boom, boom, boom, boom, boom},
 		last:       "reconcile failed; dropping key after retries",

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,14 +25,33 @@ import (
 // Every replica runs every Impl's workers, so read-only state a reconciler
 // builds (an admission index, a cache) is warm on all of them; only the
 // writes are reserved to the leader. Such a reconciler checks its own
-// leadership (LeaderAwareFuncs.IsLeader) before writing.
+// leadership (LeaderAwareFuncs.IsLeader) before writing and skips the
+// writes while it is a follower. The Impl makes that safe:
 //
-// Promote is called when the replica becomes leader. enqueue queues a key on
-// the reconciler's Impl: Promote should list the objects the reconciler
-// owns and enqueue each, because reconciles that ran while it was a
-// follower skipped their writes. Demote is called when the lease is lost or
-// given up. Calls alternate, starting with Promote, and never overlap. Both
-// must return quickly: they run on the elector's goroutine.
+//   - Leadership bounds writes. Demote cancels the context of every
+//     reconcile in flight (context.Cause is ErrDemoted) before it calls the
+//     reconciler's Demote, and no reconcile starts until that returns. A
+//     reconciler whose writes use the context it was given therefore sends
+//     no request once demoted; it should return when a write fails.
+//   - No key is lost to a follower. The Impl remembers the key of every
+//     reconcile that started while the Impl was not leader, and of every
+//     reconcile Demote cut short, and enqueues them all right after the
+//     reconciler's Promote. So a reconciler that skipped its writes as a
+//     follower (or was stopped half-way) reconciles the key again once it
+//     leads, even without a PromoteFunc. The memory is a set of keys,
+//     emptied at each promotion: it grows with the number of distinct keys
+//     seen as a follower (keys of objects deleted meanwhile included), not
+//     with time.
+//
+// Promote is called when the replica becomes leader, before the remembered
+// keys are enqueued. enqueue queues a key on the reconciler's Impl: Promote
+// may list the objects the reconciler owns and enqueue each, for objects no
+// reconcile has seen yet (enqueuing a key twice reconciles it once if it is
+// still queued). Demote is called when the lease is lost or given up. Calls
+// alternate, starting with Promote, and never overlap. Both must return
+// quickly and must not wait for a reconcile: they run on the elector's
+// goroutine, and Demote holds back the start of every reconcile while it
+// runs.
 type LeaderAware interface {
 	Promote(enqueue func(key string))
 	Demote()
@@ -39,9 +60,9 @@ type LeaderAware interface {
 // LeaderAwareFuncs implements LeaderAware for embedding in a reconciler
 // struct used by pointer. Promote turns IsLeader true before it calls
 // PromoteFunc, so reconciles started by PromoteFunc's enqueues already see
-// themselves leader; Demote turns it false before it calls DemoteFunc. Its zero value is a
-// follower that does nothing on Promote or Demote. It must not be copied
-// after first use.
+// themselves leader; Demote turns it false before it calls DemoteFunc. Its
+// zero value is a follower that does nothing on Promote or Demote. It must
+// not be copied after first use.
 type LeaderAwareFuncs struct {
 	// PromoteFunc, if set, runs on promotion after IsLeader turns true.
 	PromoteFunc func(enqueue func(key string))
@@ -71,8 +92,9 @@ func (l *LeaderAwareFuncs) Demote() {
 // since. It is safe to call from any goroutine.
 func (l *LeaderAwareFuncs) IsLeader() bool { return l.leader.Load() }
 
-// Promote makes the Impl leader: IsLeader turns true and, when the
-// reconciler is LeaderAware, its Promote is called with EnqueueKey. It does
+// Promote makes the Impl leader. When the reconciler is LeaderAware, its
+// Promote is called with EnqueueKey, then IsLeader turns true and the keys
+// the Impl remembered as a follower are enqueued (see LeaderAware). It does
 // nothing when the Impl is already leader. RunLeaderElected calls it; call
 // it yourself to run a single replica without leader election.
 func (i *Impl) Promote() {
@@ -81,31 +103,107 @@ func (i *Impl) Promote() {
 	if i.leader.Load() {
 		return
 	}
+	// The reconciler leads first: a reconcile that starts before the Impl
+	// turns leader below is still remembered, and so reconciled again.
+	if i.aware != nil {
+		i.aware.Promote(i.EnqueueKey)
+	}
+	i.termMu.Lock()
 	i.leader.Store(true)
-	i.logger.Info("promoted to leader")
-	if la, ok := i.reconciler.(LeaderAware); ok {
-		la.Promote(i.EnqueueKey)
+	missed := i.missed
+	i.missed = nil
+	i.termMu.Unlock()
+
+	keys := slices.Sorted(maps.Keys(missed))
+	i.logger.Info("promoted to leader", zap.Int("keysSeenAsFollower", len(keys)))
+	for _, key := range keys {
+		i.EnqueueKey(key)
 	}
 }
 
-// Demote makes the Impl a follower: IsLeader turns false and, when the
-// reconciler is LeaderAware, its Demote is called. It does nothing when the
-// Impl is not leader.
+// Demote makes the Impl a follower: the context of every reconcile in
+// flight is cancelled with cause ErrDemoted, IsLeader turns false and, when
+// the reconciler is LeaderAware, its Demote is called; no reconcile starts
+// until then. Demote does not wait for the cancelled reconciles to return.
+// It does nothing when the Impl is not leader.
 func (i *Impl) Demote() {
 	i.leaderMu.Lock()
 	defer i.leaderMu.Unlock()
 	if !i.leader.Load() {
 		return
 	}
+	i.termMu.Lock()
 	i.leader.Store(false)
-	i.logger.Info("demoted to follower")
-	if la, ok := i.reconciler.(LeaderAware); ok {
-		la.Demote()
+	for run := range i.inflight {
+		run.cancel(ErrDemoted)
 	}
+	if i.aware != nil {
+		i.aware.Demote()
+	}
+	i.termMu.Unlock()
+	i.logger.Info("demoted to follower")
 }
 
 // IsLeader reports whether the Impl is leader (see Promote).
 func (i *Impl) IsLeader() bool { return i.leader.Load() }
+
+// reconcileRun is one reconcile in flight.
+type reconcileRun struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// begin is called as a reconcile of key starts. It returns the reconcile's
+// context, derived from ctx, which Demote cancels while the reconcile runs,
+// and remembers key for the next promotion when a LeaderAware reconciler
+// runs as a follower. Call end when the reconcile returns.
+func (i *Impl) begin(ctx context.Context, key string) *reconcileRun {
+	run := &reconcileRun{}
+	run.ctx, run.cancel = context.WithCancelCause(ctx)
+	i.termMu.Lock()
+	defer i.termMu.Unlock()
+	if i.inflight == nil {
+		i.inflight = map[*reconcileRun]struct{}{}
+	}
+	i.inflight[run] = struct{}{}
+	if i.aware != nil && !i.leader.Load() {
+		i.rememberLocked(key)
+	}
+	return run
+}
+
+// end forgets run, releases its context and reports whether a demotion
+// cancelled it.
+func (i *Impl) end(run *reconcileRun) (demoted bool) {
+	i.termMu.Lock()
+	delete(i.inflight, run)
+	i.termMu.Unlock()
+	demoted = errors.Is(context.Cause(run.ctx), ErrDemoted)
+	run.cancel(nil)
+	return demoted
+}
+
+// keepForPromotion makes sure a key that a demotion cut short is reconciled
+// again by a leader: remembered while the Impl follows, enqueued at once if
+// it leads again already.
+func (i *Impl) keepForPromotion(key string) {
+	i.termMu.Lock()
+	leader := i.leader.Load()
+	if !leader {
+		i.rememberLocked(key)
+	}
+	i.termMu.Unlock()
+	if leader {
+		i.EnqueueKey(key)
+	}
+}
+
+func (i *Impl) rememberLocked(key string) {
+	if i.missed == nil {
+		i.missed = map[string]struct{}{}
+	}
+	i.missed[key] = struct{}{}
+}
 
 // Defaults for LeaderElectionConfig's durations, the values Kubernetes'
 // own controllers use.

@@ -192,3 +192,10 @@ func KubeInformerFactory(ctx context.Context) informers.SharedInformerFactory {
 func NamespacedKubeInformerFactory(ctx context.Context, namespace string) informers.SharedInformerFactory {
 	return mustLookup[*InformerSet](ctx, informerSetKey{}, "informer set (for a namespaced kube informer factory)", "WithInformers").NamespacedKubeInformerFactory(namespace)
 }
+
+// NamedKubeInformerFactory returns the set's informer factory limited to
+// objects named name (see InformerSet.NamedKubeInformerFactory). It panics
+// when ctx carries no informer set.
+func NamedKubeInformerFactory(ctx context.Context, name string) informers.SharedInformerFactory {
+	return mustLookup[*InformerSet](ctx, informerSetKey{}, "informer set (for a named kube informer factory)", "WithInformers").NamedKubeInformerFactory(name)
+}

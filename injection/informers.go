@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -36,6 +38,7 @@ import (
 type InformerSet struct {
 	kube    informers.SharedInformerFactory
 	kubeOf  func(namespace string) informers.SharedInformerFactory
+	named   func(name string) informers.SharedInformerFactory
 	duck    *duck.CachedInformerFactory
 	dynamic dynamic.Interface
 	resync  time.Duration
@@ -48,6 +51,7 @@ type InformerSet struct {
 
 	mu       sync.Mutex
 	byNS     map[string]informers.SharedInformerFactory
+	byName   map[string]informers.SharedInformerFactory
 	typed    map[typedKey]*typedEntry
 	order    []typedKey // request order, so Start and errors are deterministic
 	shutdown bool
@@ -78,9 +82,17 @@ func newInformerSet(ctx context.Context, clients Clients, o *options) *InformerS
 		cancel:  cancel,
 		typed:   map[typedKey]*typedEntry{},
 		byNS:    map[string]informers.SharedInformerFactory{},
+		byName:  map[string]informers.SharedInformerFactory{},
 	}
 	s.kubeOf = func(namespace string) informers.SharedInformerFactory {
 		opts := append(slices.Clone(o.kubeOptions), informers.WithNamespace(namespace))
+		return informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.resync, opts...)
+	}
+	s.named = func(name string) informers.SharedInformerFactory {
+		selector := fields.OneTermEqualSelector("metadata.name", name).String()
+		opts := append(slices.Clone(o.kubeOptions), informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = selector
+		}))
 		return informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.resync, opts...)
 	}
 	s.duck = &duck.CachedInformerFactory{
@@ -123,12 +135,33 @@ func (s *InformerSet) NamespacedKubeInformerFactory(namespace string) informers.
 	return f
 }
 
-// kubeFactories returns the cluster-wide factory and the namespaced ones.
-// The caller holds s.mu.
+// NamedKubeInformerFactory returns a client-go shared informer factory
+// whose informers list and watch only objects named name (a metadata.name
+// field selector), created on first request and run with the set's
+// others. It serves what a process reads of one cluster-scoped object it
+// owns (its MutatingWebhookConfiguration, say) with RBAC limited to that
+// object by resourceNames, which allows list and watch only with such a
+// selector.
+func (s *InformerSet) NamedKubeInformerFactory(name string) informers.SharedInformerFactory {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.byName[name]
+	if !ok {
+		f = s.named(name)
+		s.byName[name] = f
+	}
+	return f
+}
+
+// kubeFactories returns the cluster-wide factory, the namespaced ones and
+// the named ones. The caller holds s.mu.
 func (s *InformerSet) kubeFactories() []informers.SharedInformerFactory {
 	out := []informers.SharedInformerFactory{s.kube}
 	for _, ns := range slices.Sorted(maps.Keys(s.byNS)) {
 		out = append(out, s.byNS[ns])
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.byName)) {
+		out = append(out, s.byName[name])
 	}
 	return out
 }

@@ -18,14 +18,23 @@ func WithSystemNamespace(ctx context.Context, namespace string) context.Context 
 	return context.WithValue(ctx, systemNamespaceKey{}, namespace)
 }
 
+// TrySystemNamespace is SystemNamespace that reports a missing namespace
+// instead of panicking.
+func TrySystemNamespace(ctx context.Context) (string, bool) {
+	if ns, ok := ctx.Value(systemNamespaceKey{}).(string); ok && ns != "" {
+		return ns, true
+	}
+	if ns := os.Getenv(SystemNamespaceEnv); ns != "" {
+		return ns, true
+	}
+	return "", false
+}
+
 // SystemNamespace returns the namespace stored by WithSystemNamespace, else
 // $SYSTEM_NAMESPACE. It panics when neither is set: a webhook that does not
 // know its own namespace could block its own start.
 func SystemNamespace(ctx context.Context) string {
-	if ns, ok := ctx.Value(systemNamespaceKey{}).(string); ok && ns != "" {
-		return ns
-	}
-	if ns := os.Getenv(SystemNamespaceEnv); ns != "" {
+	if ns, ok := TrySystemNamespace(ctx); ok {
 		return ns
 	}
 	panic("injection: no system namespace; set " + SystemNamespaceEnv + " or build the context with injection.WithSystemNamespace")

@@ -8,11 +8,14 @@ import (
 
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/bindkit/bindkit/certificates"
@@ -36,22 +39,38 @@ type AdmissionConfig struct {
 	ListAll ListAll
 	// WithContext, if set, prepares the context Do and Undo run in.
 	WithContext BindableContext
-	// KubeClient reads and updates the webhook configuration.
+	// KubeClient updates the webhook configuration.
 	KubeClient kubernetes.Interface
+	// ConfigurationLister reads the configuration from an informer limited
+	// to it (injection.NamedKubeInformerFactory); enqueue the controller on
+	// that informer's events, and an edit or a re-created configuration is
+	// repaired within seconds. Default: a GET on each reconcile, which sees
+	// an edit only at the next Binding change.
+	ConfigurationLister admissionlisters.MutatingWebhookConfigurationLister
 	// Mapper names the subjects' resources in the webhook's rules.
 	Mapper meta.RESTMapper
 	// SecretLister reads the CA bundle from the certificates Secret
-	// SystemNamespace/SecretName, key CAKey.
+	// SystemNamespace/SecretName, key CAKey. NewAdmissionController takes
+	// SecretName and CAKey from webhook.GetOptions, as the webhook server
+	// and the certificates reconciler of the process do.
 	SecretLister corelisters.SecretLister
 	SecretName   string
 	// CAKey is the Secret's CA bundle key. Default:
 	// certificates.DefaultDataKeys().CACert.
 	CAKey string
-	// SystemNamespace is where the webhook runs; it is never mutated.
+	// SystemNamespace is where the webhook runs; it is never mutated, and
+	// the webhook is never called there.
 	SystemNamespace string
 	// SelectorMode chooses exclusion (the default) or inclusion of
 	// namespaces.
 	SelectorMode SelectorMode
+	// CallInKubeNamespaces lets the webhook be called in KubeNamespaces
+	// when Bindings there need it; by default it never is.
+	CallInKubeNamespaces bool
+	// MaxSelectorNamespaces bounds the namespaces the namespaceSelector
+	// names; past it the selector covers every namespace but the protected
+	// ones. Default: DefaultMaxSelectorNamespaces.
+	MaxSelectorNamespaces int
 	// Shapes finds the pod template of each subject kind; the zero value
 	// knows the built-in shapes.
 	Shapes duck.Shapes
@@ -69,6 +88,10 @@ type AdmissionConfig struct {
 // the index Admit consults and (on the leader only) reprograms the webhook
 // configuration, and the webhook.AdmissionController the server routes
 // Path to. Every replica keeps the index, so every replica answers.
+//
+// It is the one writer of its webhook's caBundle, and so the
+// certificates.Publisher the certificates reconciler waits for before it
+// signs under a new CA.
 type AdmissionController struct {
 	controller.LeaderAwareFuncs
 	admitter
@@ -80,6 +103,7 @@ var (
 	_ controller.LeaderAware      = (*AdmissionController)(nil)
 	_ webhook.AdmissionController = (*AdmissionController)(nil)
 	_ webhook.Syncer              = (*AdmissionController)(nil)
+	_ certificates.Publisher      = (*AdmissionController)(nil)
 )
 
 // NewAdmissionReconciler checks cfg and returns the controller, for callers
@@ -90,6 +114,7 @@ var (
 func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionController, error) {
 	cfg.WebhookName = cmp.Or(cfg.WebhookName, cfg.ConfigurationName)
 	cfg.CAKey = cmp.Or(cfg.CAKey, certificates.DefaultDataKeys().CACert)
+	cfg.MaxSelectorNamespaces = cmp.Or(cfg.MaxSelectorNamespaces, DefaultMaxSelectorNamespaces)
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -106,6 +131,9 @@ func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionController, error) {
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return nil, fmt.Errorf("psbinding: admission controller %q: missing %v", cfg.ConfigurationName, missing)
+	}
+	if cfg.MaxSelectorNamespaces < 0 {
+		return nil, fmt.Errorf("psbinding: admission controller %q: MaxSelectorNamespaces %d is negative", cfg.ConfigurationName, cfg.MaxSelectorNamespaces)
 	}
 	ac := &AdmissionController{cfg: cfg}
 	ac.shapes = cfg.Shapes
@@ -172,66 +200,165 @@ func (ac *AdmissionController) learnResource(bindings []Bindable) {
 	}
 }
 
-// reconcileConfiguration writes the webhook configuration when it differs
-// from what the Bindings and the CA bundle call for.
-func (ac *AdmissionController) reconcileConfiguration(ctx context.Context, bindings []Bindable) error {
-	secret, err := ac.cfg.SecretLister.Secrets(ac.cfg.SystemNamespace).Get(ac.cfg.SecretName)
+// String names the configuration the controller programs, for logs.
+func (ac *AdmissionController) String() string {
+	return "MutatingWebhookConfiguration " + ac.cfg.ConfigurationName
+}
+
+// PublishedCABundle implements certificates.Publisher: the caBundle of the
+// webhook as the kube-apiserver reads it now. Nothing is published, and
+// nothing constrains the certificates reconciler, while the configuration
+// is not installed or its webhook has no rule (so it is never called).
+func (ac *AdmissionController) PublishedCABundle() ([]byte, bool, error) {
+	current, err := ac.configuration(context.Background())
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
 	if err != nil {
-		return fmt.Errorf("admission controller %s: certificates secret %s/%s: %w", ac.cfg.ConfigurationName, ac.cfg.SystemNamespace, ac.cfg.SecretName, err)
+		return nil, false, err
 	}
-	caBundle := secret.Data[ac.cfg.CAKey]
-	if len(caBundle) == 0 {
-		return fmt.Errorf("admission controller %s: certificates secret %s/%s has no %q yet", ac.cfg.ConfigurationName, ac.cfg.SystemNamespace, ac.cfg.SecretName, ac.cfg.CAKey)
+	i := slices.IndexFunc(current.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == ac.cfg.WebhookName })
+	if i < 0 || len(current.Webhooks[i].Rules) == 0 {
+		return nil, false, nil
 	}
-	client := ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	current, err := client.Get(ctx, ac.cfg.ConfigurationName, metav1.GetOptions{})
+	return current.Webhooks[i].ClientConfig.CABundle, true, nil
+}
+
+// configuration reads the installed configuration: from the lister when
+// there is one, else from the API server. The result is shared; copy it
+// before changing it.
+func (ac *AdmissionController) configuration(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	if ac.cfg.ConfigurationLister != nil {
+		return ac.cfg.ConfigurationLister.Get(ac.cfg.ConfigurationName)
+	}
+	return ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, ac.cfg.ConfigurationName, metav1.GetOptions{})
+}
+
+// reconcileConfiguration writes the webhook configuration when what bindkit
+// owns in it differs from what the Bindings and the CA bundle call for.
+func (ac *AdmissionController) reconcileConfiguration(ctx context.Context, bindings []Bindable) error {
+	current, err := ac.configuration(ctx)
+	if apierrors.IsNotFound(err) && ac.cfg.ConfigurationLister != nil {
+		// Its creation is an informer event that brings us back.
+		ac.cfg.Logger.Info("webhook configuration not installed; waiting for it", zap.String("configuration", ac.cfg.ConfigurationName))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("admission controller: MutatingWebhookConfiguration %s: %w", ac.cfg.ConfigurationName, err)
 	}
-	desired, err := desiredWebhookConfiguration(current, webhookSpec{
-		webhookName:     ac.cfg.WebhookName,
-		path:            ac.cfg.Path,
-		caBundle:        caBundle,
-		mode:            ac.cfg.SelectorMode,
-		systemNamespace: ac.cfg.SystemNamespace,
-		resources:       ac.subjectResources(bindings),
-	})
+	caBundle, err := ac.caBundle(current)
+	if err != nil {
+		return err
+	}
+	resources, namespaces := ac.scope(bindings)
+	spec := webhookSpec{
+		webhookName: ac.cfg.WebhookName,
+		path:        ac.cfg.Path,
+		caBundle:    caBundle,
+		mode:        ac.cfg.SelectorMode,
+		protected:   ac.protected(),
+		namespaces:  namespaces,
+		resources:   resources,
+	}
+	if len(namespaces) > ac.cfg.MaxSelectorNamespaces {
+		spec.namespaces, spec.allNamespaces = nil, true
+	}
+	desired, err := desiredWebhookConfiguration(current, spec)
 	if err != nil {
 		return controller.NewPermanentError(err)
 	}
 	if equality.Semantic.DeepEqual(current, desired) {
 		return nil
 	}
-	if _, err := client.Update(ctx, desired, metav1.UpdateOptions{}); err != nil {
+	if _, err := ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, desired, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("admission controller: update MutatingWebhookConfiguration %s: %w", ac.cfg.ConfigurationName, err)
 	}
+	ac.cfg.Logger.Info("webhook configuration programmed", zap.String("configuration", ac.cfg.ConfigurationName),
+		zap.Int("resources", len(resources)), zap.Int("namespaces", len(namespaces)), zap.Bool("allNamespaces", spec.allNamespaces))
 	return nil
 }
 
-// subjectResources maps every Binding's subject kind to its resource. A kind
-// the API server does not serve is left out: the Binding's reconciler marks
-// it, and the configuration still covers every other kind.
-func (ac *AdmissionController) subjectResources(bindings []Bindable) []schema.GroupVersionResource {
-	seen := map[schema.GroupKind]bool{}
-	var out []schema.GroupVersionResource
-	for _, b := range bindings {
-		ref, _, _ := subjectOfBindable(b)
-		if checkSubjectNamespace(b.GetNamespace(), b.GetName(), ref) != nil {
-			continue // never applied, so never a reason to call the webhook
+// caBundle is the bundle to publish: the certificates Secret's. While the
+// Secret is missing (the certificates reconciler re-creates it, which
+// brings us back) the installed bundle stays, so the rest of the
+// configuration can still be repaired; with neither, the webhook is not
+// programmed at all, since the kube-apiserver could not trust it.
+func (ac *AdmissionController) caBundle(current *admissionregistrationv1.MutatingWebhookConfiguration) ([]byte, error) {
+	secret, err := ac.cfg.SecretLister.Secrets(ac.cfg.SystemNamespace).Get(ac.cfg.SecretName)
+	switch {
+	case err == nil && len(secret.Data[ac.cfg.CAKey]) > 0:
+		return secret.Data[ac.cfg.CAKey], nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("admission controller %s: certificates secret %s/%s: %w", ac.cfg.ConfigurationName, ac.cfg.SystemNamespace, ac.cfg.SecretName, err)
+	}
+	for _, w := range current.Webhooks {
+		if w.Name == ac.cfg.WebhookName && len(w.ClientConfig.CABundle) > 0 {
+			return w.ClientConfig.CABundle, nil
 		}
-		gvk, err := ref.GroupVersionKind()
-		if err != nil || ref.Kind == "" || seen[gvk.GroupKind()] {
-			continue
-		}
-		seen[gvk.GroupKind()] = true
-		mapping, err := ac.cfg.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			if !meta.IsNoMatchError(err) {
-				ac.cfg.Logger.Warn("cannot map subject kind", zap.Stringer("kind", gvk), zap.Error(err))
-			}
-			continue
-		}
-		out = append(out, mapping.Resource)
+	}
+	return nil, fmt.Errorf("admission controller %s: certificates secret %s/%s has no %q yet", ac.cfg.ConfigurationName, ac.cfg.SystemNamespace, ac.cfg.SecretName, ac.cfg.CAKey)
+}
+
+// protected are the namespaces the webhook is never called in.
+func (ac *AdmissionController) protected() []string {
+	out := []string{ac.cfg.SystemNamespace}
+	if !ac.cfg.CallInKubeNamespaces {
+		out = append(out, KubeNamespaces...)
 	}
 	return out
+}
+
+// scope returns the resources of every Binding's subject kind and the
+// namespaces where a Binding can apply: where it lives, unless its subject
+// leaves that namespace, its kind is not served, or the namespace is
+// protected. Both are sorted.
+func (ac *AdmissionController) scope(bindings []Bindable) ([]schema.GroupVersionResource, []string) {
+	protected := ac.protected()
+	var namespaces []string
+	var usable []Bindable
+	for _, b := range bindings {
+		ref, _, _ := subjectOfBindable(b)
+		if checkSubjectNamespace(b.GetNamespace(), b.GetName(), ref) != nil || ref.Validate() != nil {
+			continue // never applied, so never a reason to call the webhook
+		}
+		usable = append(usable, b)
+	}
+	resources, served := ac.subjectResources(usable)
+	for i, b := range usable {
+		if served[i] && !slices.Contains(protected, b.GetNamespace()) {
+			namespaces = append(namespaces, b.GetNamespace())
+		}
+	}
+	return resources, sortedSet(namespaces)
+}
+
+// subjectResources maps every Binding's subject kind to its resource, and
+// reports, in the order of bindings, which have a served kind. A kind the API server does not
+// serve is left out: the Binding's reconciler marks it, and the
+// configuration still covers every other kind.
+func (ac *AdmissionController) subjectResources(bindings []Bindable) ([]schema.GroupVersionResource, []bool) {
+	mapped := map[schema.GroupKind]bool{}
+	served := make([]bool, len(bindings))
+	var out []schema.GroupVersionResource
+	for i, b := range bindings {
+		ref, _, _ := subjectOfBindable(b)
+		gvk, err := ref.GroupVersionKind()
+		if err != nil || ref.Kind == "" {
+			continue
+		}
+		ok, seen := mapped[gvk.GroupKind()]
+		if !seen {
+			mapping, err := ac.cfg.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			switch {
+			case err == nil:
+				out = append(out, mapping.Resource)
+				ok = true
+			case !meta.IsNoMatchError(err):
+				ac.cfg.Logger.Warn("cannot map subject kind", zap.Stringer("kind", gvk), zap.Error(err))
+			}
+			mapped[gvk.GroupKind()] = ok
+		}
+		served[i] = ok
+	}
+	return out, served
 }

@@ -21,12 +21,6 @@ func WithSelectorMode(mode SelectorMode) AdmissionOption {
 	return func(c *AdmissionConfig) { c.SelectorMode = mode }
 }
 
-// WithSecretName names the certificates Secret in the system namespace.
-// Default: webhook.DefaultSecretName.
-func WithSecretName(name string) AdmissionOption {
-	return func(c *AdmissionConfig) { c.SecretName = name }
-}
-
 // WithWebhookName names the webhook within the configuration. Default: the
 // configuration's name.
 func WithWebhookName(name string) AdmissionOption {
@@ -43,24 +37,34 @@ func WithShapes(shapes duck.Shapes) AdmissionOption {
 // and the MutatingWebhookConfiguration name up to date; its Reconciler is
 // the *AdmissionController that a webhook server routes path to. It reads
 // the kube client, the RESTMapper, the system namespace and the informers
-// from ctx (see package injection), calls gla with the handler to add to
-// the Bindings' informer, and watches the certificates Secret in the system
-// namespace only. A context without them is a wiring mistake: it panics,
-// naming what is missing.
+// from ctx (see package injection), and the certificates Secret's name and
+// keys and whether to call the webhook in KubeNamespaces from
+// webhook.GetOptions(ctx), the settings the process's webhook server and
+// certificates reconciler share. It calls gla with the handler to add to
+// the Bindings' informer, watches the certificates Secret in the system
+// namespace only, and watches the configuration itself through an informer
+// limited to its name, so an edit or a re-created configuration is
+// repaired within seconds. A context without them is a wiring mistake: it
+// panics, naming what is missing.
 func NewAdmissionController(ctx context.Context, name, path string, gla GetListAll, withContext BindableContext, opts ...AdmissionOption) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	systemNamespace := injection.SystemNamespace(ctx)
+	settings := webhook.GetOptions(ctx)
 	secrets := injection.NamespacedKubeInformerFactory(ctx, systemNamespace).Core().V1().Secrets()
+	configurations := injection.NamedKubeInformerFactory(ctx, name).Admissionregistration().V1().MutatingWebhookConfigurations()
 	cfg := AdmissionConfig{
-		ConfigurationName: name,
-		Path:              path,
-		WithContext:       withContext,
-		KubeClient:        injection.KubeClient(ctx),
-		Mapper:            injection.RESTMapper(ctx),
-		SecretLister:      secrets.Lister(),
-		SecretName:        webhook.DefaultSecretName,
-		SystemNamespace:   systemNamespace,
-		Logger:            logger,
+		ConfigurationName:    name,
+		Path:                 path,
+		WithContext:          withContext,
+		KubeClient:           injection.KubeClient(ctx),
+		ConfigurationLister:  configurations.Lister(),
+		Mapper:               injection.RESTMapper(ctx),
+		SecretLister:         secrets.Lister(),
+		SecretName:           settings.SecretName,
+		CAKey:                settings.Keys.CACert,
+		SystemNamespace:      systemNamespace,
+		CallInKubeNamespaces: settings.CallInKubeNamespaces,
+		Logger:               logger,
 	}
 	for _, opt := range opts {
 		opt(&cfg)
@@ -78,6 +82,7 @@ func NewAdmissionController(ctx context.Context, name, path string, gla GetListA
 		FilterFunc: controller.FilterWithName(cfg.SecretName),
 		Handler:    reprogram,
 	})
+	configurations.Informer().AddEventHandler(reprogram)
 	return impl
 }
 

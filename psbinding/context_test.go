@@ -4,10 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/injection"
@@ -15,21 +18,36 @@ import (
 	"github.com/bindkit/bindkit/webhook"
 )
 
+// TestNewAdmissionControllerFromContext: the controller takes the
+// certificates Secret's name and keys from webhook.GetOptions, as the
+// process's server and certificates reconciler do, and watches its own
+// configuration.
 func TestNewAdmissionControllerFromContext(t *testing.T) {
+	installed := installedConfig(admissionregistrationv1.WebhookClientConfig{
+		Service: &admissionregistrationv1.ServiceReference{Namespace: "bindkit-system", Name: "webhook"},
+	}, nil)
 	ctx, fakes := injectiontest.NewContext(t,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bindkit-system", Name: webhook.DefaultSecretName}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bindkit-system", Name: "custom-certs"},
+			Data: map[string][]byte{"bundle.pem": []byte("CUSTOM CA")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bindkit-system", Name: webhook.DefaultSecretName},
+			Data: map[string][]byte{"ca-cert.pem": []byte("WRONG CA")}},
+		installed,
 	)
 	ctx = injection.WithSystemNamespace(ctx, "bindkit-system")
+	opts := webhook.Options{SecretName: "custom-certs"}
+	opts.Keys.CACert = "bundle.pem"
+	ctx = webhook.WithOptions(ctx, opts)
 	var gotHandler cache.ResourceEventHandler
+	bindings := []Bindable{newEnvBinding("team-a", "gh", deploymentRef("", "web", nil), "A", "1")}
 	impl := NewAdmissionController(ctx, "bindings.bindkit.dev", "/bindings",
 		func(_ context.Context, h cache.ResourceEventHandler) ListAll {
 			gotHandler = h
-			return func() ([]Bindable, error) { return nil, nil }
-		}, nil, WithSecretName(webhook.DefaultSecretName))
+			return func() ([]Bindable, error) { return bindings, nil }
+		}, nil)
 
-	ac, ok := impl.Reconciler().(webhook.AdmissionController)
+	ac, ok := impl.Reconciler().(*AdmissionController)
 	if !ok {
-		t.Fatalf("Reconciler %T is not a webhook.AdmissionController", impl.Reconciler())
+		t.Fatalf("Reconciler %T is not an *AdmissionController", impl.Reconciler())
 	}
 	if diff := cmp.Diff([]string{"bindings.bindkit.dev", "/bindings"}, []string{impl.Name(), ac.Path()}); diff != "" {
 		t.Errorf("name and path (-want +got):\n%s", diff)
@@ -38,8 +56,26 @@ func TestNewAdmissionControllerFromContext(t *testing.T) {
 		t.Error("GetListAll was not given a handler")
 	}
 	fakes.Start(t)
-	if started := fakes.Informers.NamespacedKubeInformerFactory("bindkit-system").Core().V1().Secrets().Informer().HasSynced(); !started {
+	if !fakes.Informers.NamespacedKubeInformerFactory("bindkit-system").Core().V1().Secrets().Informer().HasSynced() {
 		t.Error("the system namespace's Secret informer was not started")
+	}
+	if !fakes.Informers.NamedKubeInformerFactory("bindings.bindkit.dev").Admissionregistration().V1().MutatingWebhookConfigurations().Informer().HasSynced() {
+		t.Error("the configuration's informer was not started")
+	}
+
+	ac.Promote(func(string) {})
+	if err := ac.Reconcile(t.Context(), ac.Key()); err != nil {
+		t.Fatal(err)
+	}
+	// The informer brings our own update back; the published bundle is the
+	// custom Secret's.
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		bundle, published, err := ac.PublishedCABundle()
+		return published && string(bundle) == "CUSTOM CA", err
+	})
+	if err != nil {
+		bundle, published, _ := ac.PublishedCABundle()
+		t.Errorf("published CA bundle = %q (published %v), want the custom Secret's: %v", bundle, published, err)
 	}
 }
 

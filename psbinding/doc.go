@@ -7,19 +7,57 @@
 // and status) plus Do and Undo on a *duck.WithPod, the subject's pod
 // template whatever the subject's kind. Both must be idempotent.
 //
+// # What the framework guarantees
+//
+//   - Namespaces. A namespaced Binding acts only in its own namespace, on
+//     both paths, whatever its CRD allows: a subject reference that names
+//     another namespace is refused (Ready False, reason
+//     SubjectOutsideNamespace, the message naming both namespaces), is
+//     never filed in the admission index and adds nothing to the webhook
+//     configuration. An empty subject namespace means the Binding's own.
+//     Cluster-scoped Binding kinds are refused the same way.
+//   - Opt-out. A subject labelled ExcludeLabel=true, or in a namespace so
+//     labelled, is never patched by either path (in InclusionMode, only
+//     namespaces labelled IncludeLabel=true are acted in). A subject bound
+//     before it was excluded is left as it is, bound, even when its Binding
+//     is deleted: excluded means untouched. Remove the label to let the
+//     Binding manage it again.
+//   - Undo only what was bound. Both paths record, in the subject's
+//     duck.BoundAnnotation, which Bindings bound it and at which generation.
+//     A Binding unbinds only subjects that record it, so two Bindings that
+//     write the same field over disjoint selectors never undo each other,
+//     and a Binding whose reference changed (name, selector or kind), or
+//     that was deleted while the controller was down, still unbinds what it
+//     bound (the kinds it bound are recorded on the Binding,
+//     SubjectKindsAnnotation).
+//   - No pod template, no patch. A subject whose kind's shape finds no pod
+//     template (a custom kind that keeps it elsewhere, or none) is never
+//     patched: the Binding says so (reason SubjectHasNoPodTemplate, naming
+//     the kind and the path) and admission lets the subject through
+//     unchanged.
+//
 // # The reconcile path
 //
-// BaseReconciler reconciles one Binding kind. On first sight it adds a
-// finalizer; it resolves the subject's resource through a RESTMapper, tracks
-// the subject (by name or selector) so that a subject's change reconciles
-// the Binding again, applies Do to each selected subject and Undo to those
-// that left the selection, and patches them with JSON patches that test the
-// subject's resourceVersion, re-reading and retrying on conflict. It records
-// a Ready condition with a reason, writes status only when it changed, and
-// emits an event for each failure. A deleted Binding is unbound from every
-// subject before its finalizer goes. Kinds whose pod template cannot change
-// in place (bare Pods, Jobs) are bound at admission only, and the condition
-// says so. NewReconcilerImpl wires a BaseReconciler from a context built by
+// BaseReconciler reconciles one Binding kind. It adds a finalizer, calls
+// WithContext once, resolves the subject's resource through a RESTMapper,
+// tracks the subject (by name or selector) and the Binding's namespace so
+// that their changes reconcile the Binding again, runs the
+// SubResourcesReconciler, then binds the selected subjects that do not yet
+// record the Binding at its generation and unbinds those that record it but
+// are no longer selected. Subjects come from the process's slim metadata
+// cache; only a subject that needs work is read in full, so a reconcile of
+// a Binding in force sends no request. Each patch is guarded by the values
+// it depends on (duck.Guard), not by the subject's resourceVersion, so it
+// goes through while other clients edit other fields, and is recomputed
+// from a fresh read when someone changed what it would overwrite. The
+// Ready condition carries a reason for every outcome; status is written
+// only when it changed, against a fresh read when the cache was behind;
+// conflicts are retried quietly, and Warning events are kept for what an
+// operator must act on. A deleted Binding is unbound from every subject,
+// then its sub-resources are deleted, then its finalizer goes. Kinds whose
+// pod template cannot change in place (bare Pods, Jobs) are bound at
+// admission only: the reconciler never lists them, and the condition says
+// so. NewReconcilerImpl wires a BaseReconciler from a context built by
 // package injection; its fields can also be set one by one, as in knative's
 // walkthrough.
 //
@@ -37,8 +75,14 @@
 // namespace/name, so the same inputs always give the same patch and the
 // webhook never fights the reconciler. On the leader, the same reconcile
 // programs the MutatingWebhookConfiguration: rules for the subjects' main
-// resources, the CA bundle, the handler path, and namespace and object
-// selectors in exclusion (ExcludeLabel) or inclusion (IncludeLabel) mode,
-// with the system namespace always excluded. NewAdmissionController builds
-// it from a context; NewAdmissionReconciler from an explicit AdmissionConfig.
+// resources, the CA bundle (it is the one writer of caBundle, and the
+// certificates.Publisher the certificates reconciler waits for), the
+// handler path, and namespace and object selectors that let the
+// kube-apiserver call the webhook only in the namespaces holding a Binding
+// of the kind (never the system namespace, nor KubeNamespaces unless opted
+// in), minus those labelled ExcludeLabel, and in inclusion mode only those
+// labelled IncludeLabel. It watches the configuration and restores what it
+// owns within seconds of an edit, keeping what the administrator owns.
+// NewAdmissionController builds it from a context; NewAdmissionReconciler
+// from an explicit AdmissionConfig.
 package psbinding

@@ -93,7 +93,7 @@ func (r *BaseReconciler) recordKinds(ctx context.Context, b Bindable, current *s
 		return kinds, nil
 	}
 	if err := r.patchBinding(ctx, b, ops); err != nil {
-		r.warn(b, reasonFinalizerUpdateFailed, err)
+		r.warn(ctx, b, reasonFinalizerUpdateFailed, err)
 		return nil, err
 	}
 	return wantKinds, nil

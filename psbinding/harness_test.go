@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/certificates"
@@ -35,8 +38,8 @@ import (
 // harness runs the whole EnvBinding machinery against the real
 // kube-apiserver: the certificates reconciler, the webhook server on
 // 127.0.0.1, the admission controller that programs a URL-config
-// MutatingWebhookConfiguration scoped to the test's namespace, and the
-// BaseReconciler with its tracker and duck informers.
+// MutatingWebhookConfiguration scoped to the test's namespaces, and the
+// BaseReconciler over the slim subject cache, as a process wires them.
 type harness struct {
 	ns      string // where the Bindings and their subjects live
 	system  string // the webhook's namespace
@@ -44,22 +47,74 @@ type harness struct {
 	dyn     dynamic.Interface
 	ac      *AdmissionController
 	webhook string // the MutatingWebhookConfiguration's name
+
+	opts harnessOptions
+	// The running "process": stop ends it; restart starts another.
+	reconciler *controller.Impl
+	requests   *requestCounter // the reconciler's requests to the API server
+	stop       func()
 }
+
+type harnessOptions struct {
+	namespaces []string // more namespaces the webhook serves
+	noWebhook  bool     // no webhook configuration: the reconciler alone
+}
+
+type harnessOption func(*harnessOptions)
+
+// withNamespaces makes the webhook configuration cover namespaces too.
+func withNamespaces(namespaces ...string) harnessOption {
+	return func(o *harnessOptions) { o.namespaces = append(o.namespaces, namespaces...) }
+}
+
+// withoutWebhook runs no webhook configuration: only the reconciler binds.
+func withoutWebhook() harnessOption { return func(o *harnessOptions) { o.noWebhook = true } }
 
 const certSecret = "webhook-certs"
 
-func startHarness(t *testing.T) *harness {
+func startHarness(t *testing.T, opts ...harnessOption) *harness {
 	t.Helper()
 	env := controlPlane.Env(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	logger := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	h := &harness{
 		kube: kubernetes.NewForConfigOrDie(env.Config),
 		dyn:  dynamic.NewForConfigOrDie(env.Config),
 	}
+	for _, o := range opts {
+		o(&h.opts)
+	}
 	h.system = env.CreateNamespace(t, "bindkit-system-")
 	h.ns = env.CreateNamespace(t, "subjects-")
 	h.webhook = "envbindings-" + h.ns
+	h.start(t)
+	t.Cleanup(func() {
+		// The configuration goes first: with failurePolicy Fail, a stopped
+		// server would block every later create in the namespace.
+		h.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), h.webhook, metav1.DeleteOptions{})
+		h.stop()
+	})
+	return h
+}
+
+// restart stops the controller process and starts a new one over the same
+// namespaces, with empty caches, as a crashed and restarted controller.
+func (h *harness) restart(t *testing.T) {
+	t.Helper()
+	h.stop()
+	h.start(t)
+}
+
+// stopController stops the process without starting another; restart
+// brings it back.
+func (h *harness) stopController() {
+	h.stop()
+	h.stop = func() {}
+}
+
+func (h *harness) start(t *testing.T) {
+	t.Helper()
+	env := controlPlane.Env(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	mapper := duck.NewRESTMapper(discovery.NewDiscoveryClientForConfigOrDie(env.Config))
 
 	certs, err := certificates.NewReconciler(h.kube, certificates.Options{
@@ -75,7 +130,7 @@ func startHarness(t *testing.T) *harness {
 	stop := make(chan struct{})
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(h.kube, 0, informers.WithNamespace(h.system))
 	secrets := kubeInformers.Core().V1().Secrets()
-	bindingInformers := dynamicinformer.NewFilteredDynamicSharedInformerFactory(h.dyn, 0, h.ns, nil)
+	bindingInformers := dynamicinformer.NewFilteredDynamicSharedInformerFactory(h.dyn, 0, metav1.NamespaceAll, nil)
 	bindings := bindingInformers.ForResource(envBindingsGVR)
 
 	listAll := func() ([]Bindable, error) {
@@ -101,17 +156,22 @@ func startHarness(t *testing.T) *harness {
 		return toEnvBinding(obj)
 	}
 
+	// The reconciler's own clients count what it sends.
+	h.requests = &requestCounter{}
+	counted := rest.CopyConfig(env.Config)
+	counted.Wrap(h.requests.wrap)
 	var reconcilerImpl *controller.Impl
 	trk := tracker.New(func(o tracker.Observer) { reconcilerImpl.EnqueueNamespacedName(o.NamespacedName) }, time.Hour)
 	factory := &duck.EnqueueInformerFactory{
-		Delegate:     &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.MetadataInformerFactory{Client: metadata.NewForConfigOrDie(env.Config), Mapper: mapper}},
+		Delegate:     &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.MetadataInformerFactory{Client: metadata.NewForConfigOrDie(counted), Mapper: mapper}},
 		EventHandler: SubjectEventHandler(trk, func(err error) { t.Errorf("tracker: %v", err) }),
 	}
 	r := &BaseReconciler{
-		GVR: envBindingsGVR, Get: get, DynamicClient: h.dyn, Factory: factory, Mapper: mapper, Tracker: trk,
+		GVR: envBindingsGVR, Get: get, DynamicClient: dynamic.NewForConfigOrDie(counted), Factory: factory, Mapper: mapper, Tracker: trk,
 		Recorder: controller.NewEventRecorder(ctx, h.kube, nil, "envbindings"),
 	}
 	reconcilerImpl = controller.NewImpl(r, logger, "envbindings")
+	h.reconciler = reconcilerImpl
 	h.ac, err = NewAdmissionReconciler(AdmissionConfig{
 		ConfigurationName: h.webhook, WebhookName: "envbindings.test.bindkit.dev", Path: "/envbindings",
 		ListAll: listAll, KubeClient: h.kube, Mapper: mapper,
@@ -139,7 +199,9 @@ func startHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.installWebhookConfiguration(t, "https://"+ln.Addr().String())
+	if !h.opts.noWebhook {
+		h.installWebhookConfiguration(t, "https://"+ln.Addr().String())
+	}
 
 	reconcilerImpl.Promote()
 	acImpl.Promote()
@@ -147,22 +209,60 @@ func startHarness(t *testing.T) *harness {
 	wg.Go(func() { server.Serve(ctx, ln) })
 	wg.Go(func() { reconcilerImpl.Run(ctx, 2) })
 	wg.Go(func() { acImpl.Run(ctx, 1) })
-	t.Cleanup(func() {
-		// The configuration goes first: with failurePolicy Fail, a stopped
-		// server would block every later create in the namespace.
-		h.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), h.webhook, metav1.DeleteOptions{})
+	h.stop = func() {
 		cancel()
 		close(stop)
 		wg.Wait()
-	})
-	return h
+	}
 }
+
+// requestCounter counts the requests a client sends, by method and path.
+type requestCounter struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Query().Get("watch") != "true" {
+			c.mu.Lock()
+			c.sent = append(c.sent, req.Method+" "+req.URL.Path)
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// since returns the requests sent since mark, a value of mark.
+func (c *requestCounter) since(mark int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sent[mark:])
+}
+
+func (c *requestCounter) mark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sent)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // installWebhookConfiguration creates what config/ installs in a cluster: a
 // configuration with one webhook, its client config and failure policy,
-// here scoped to the test's namespace.
+// here scoped to the test's namespaces; a restarted harness points the
+// existing one at its new server.
 func (h *harness) installWebhookConfiguration(t *testing.T, url string) {
 	t.Helper()
+	if current, err := h.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(context.Background(), h.webhook, metav1.GetOptions{}); err == nil {
+		current.Webhooks[0].ClientConfig.URL = &url
+		if _, err := h.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(context.Background(), current, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("repoint MutatingWebhookConfiguration: %v", err)
+		}
+		return
+	}
 	_, err := h.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: h.webhook},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
@@ -171,7 +271,9 @@ func (h *harness) installWebhookConfiguration(t *testing.T, url string) {
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: h.ns}},
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: append([]string{h.ns}, h.opts.namespaces...)},
+			}},
 		}},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -178,6 +178,11 @@ type BaseReconciler struct {
 	// NamespaceLister, if set, reads namespaces' labels; otherwise they are
 	// read through Factory.
 	NamespaceLister corelisters.NamespaceLister
+	// ExcludedNamespaces are namespaces Bindings never act in, whatever
+	// their labels, so that the reconciler agrees with the webhook
+	// configuration: NewReconcilerImpl sets the system namespace and, unless
+	// the webhook may be called there, KubeNamespaces.
+	ExcludedNamespaces []string
 
 	// SubResourcesReconciler, if set, reconciles what the Binding owns
 	// besides its subjects.
@@ -248,6 +253,12 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	status.SetObservedGeneration(b.GetGeneration())
 	status.InitializeConditions()
 	reconcileErr := r.reconcileBinding(ctx, b)
+	if ctx.Err() != nil {
+		// Demoted, or shutting down: another replica (or this one, later)
+		// reconciles again; a status written now would be a write after
+		// demotion, and would report the interruption as a failure.
+		return context.Cause(ctx)
+	}
 	if err := r.updateStatus(ctx, orig, b); err != nil {
 		return errors.Join(reconcileErr, err)
 	}
@@ -255,9 +266,10 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 }
 
 // warn records a Warning event on the Binding, unless err is a conflict
-// that a retry resolves.
-func (r *BaseReconciler) warn(b Bindable, reason string, err error) {
-	if r.Recorder == nil || isConflict(err) {
+// that a retry resolves, or the reconcile was cut short by demotion or
+// shutdown (an event is a write too).
+func (r *BaseReconciler) warn(ctx context.Context, b Bindable, reason string, err error) {
+	if r.Recorder == nil || isConflict(err) || ctx.Err() != nil {
 		return
 	}
 	r.Recorder.Event(b, corev1.EventTypeWarning, reason, err.Error())

@@ -297,6 +297,7 @@ func TestBaseReconcilerConditions(t *testing.T) {
 		subject   tracker.Reference
 		objects   []runtime.Object
 		mode      SelectorMode
+		excluded  []string
 		wantReady readyCondition
 		wantErr   func(error) bool
 	}{{
@@ -333,6 +334,13 @@ func TestBaseReconcilerConditions(t *testing.T) {
 		wantReady: readyCondition{"False", ReasonNamespaceExcluded},
 		wantErr:   func(err error) bool { return err == nil },
 	}, {
+		name:      "a namespace the webhook is never called in binds nothing",
+		subject:   deploymentRef("ns", "web", nil),
+		objects:   []runtime.Object{testDeployment("ns", "web", nil)},
+		excluded:  []string{"bindkit-system", "ns"},
+		wantReady: readyCondition{"False", ReasonNamespaceExcluded},
+		wantErr:   func(err error) bool { return err == nil },
+	}, {
 		name:      "in inclusion mode a namespace that did not opt in binds nothing",
 		subject:   deploymentRef("ns", "web", nil),
 		objects:   []runtime.Object{testDeployment("ns", "web", nil)},
@@ -357,6 +365,7 @@ func TestBaseReconcilerConditions(t *testing.T) {
 			b := newEnvBinding("ns", "gh", tc.subject, "TOKEN", "t")
 			f := newReconcilerFixture(t, append(tc.objects, b)...)
 			f.r.SelectorMode = tc.mode
+			f.r.ExcludedNamespaces = tc.excluded
 			err := f.r.Reconcile(context.Background(), "ns/gh")
 			if !tc.wantErr(err) {
 				t.Errorf("Reconcile error = %v", err)

@@ -40,7 +40,7 @@ func (r *BaseReconciler) updateStatus(ctx context.Context, orig, b Bindable) err
 			return nil
 		case !apierrors.IsConflict(err):
 			err = fmt.Errorf("%s: update status: %w", describe(b), err)
-			r.warn(b, reasonStatusUpdateFailed, err)
+			r.warn(ctx, b, reasonStatusUpdateFailed, err)
 			return err
 		case attempt == maxStatusAttempts:
 			return &conflictError{what: describe(b) + ": status", err: err}

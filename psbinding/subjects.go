@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,7 +51,7 @@ func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error
 	report := func(err error) error {
 		if u, ok := errors.AsType[*unavailableError](err); ok {
 			status.MarkBindingUnavailable(u.reason, u.Error())
-			r.warn(b, u.reason, err)
+			r.warn(ctx, b, u.reason, err)
 			return u.retry
 		}
 		return err
@@ -156,6 +157,9 @@ func (r *BaseReconciler) gateNamespace(ctx context.Context, b Bindable, s *subje
 		return unavailable(ReasonSubjectsUnavailable, err, err)
 	}
 	switch {
+	case slices.Contains(r.ExcludedNamespaces, s.ref.Namespace):
+		err := fmt.Errorf("namespace %s is never acted in: it is the webhook's own namespace, or one of the cluster's (%s) that the webhook is not called in", s.ref.Namespace, strings.Join(KubeNamespaces, ", "))
+		return unavailable(ReasonNamespaceExcluded, err, nil)
 	case nsLabels[ExcludeLabel] == "true":
 		err := fmt.Errorf("namespace %s is labelled %s=true: no Binding acts in it", s.ref.Namespace, ExcludeLabel)
 		return unavailable(ReasonNamespaceExcluded, err, nil)
@@ -316,6 +320,9 @@ func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk sc
 		return fmt.Errorf("%s: %s: map kind to resource: %w", describe(b), gk, err)
 	}
 	s := &subject{gvk: mapping.GroupVersionKind, gvr: mapping.Resource, shape: r.Shapes.For(gk), ref: tracker.Reference{Namespace: b.GetNamespace()}}
+	if slices.Contains(r.ExcludedNamespaces, b.GetNamespace()) {
+		return nil
+	}
 	nsLabels, err := r.namespaceLabels(ctx, b.GetNamespace())
 	if err == nil && (nsLabels[ExcludeLabel] == "true" || (r.SelectorMode == InclusionMode && nsLabels[IncludeLabel] != "true")) {
 		return nil
@@ -353,12 +360,12 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 	if len(kinds) > 0 {
 		mctx, err := r.bindingContext(ctx, b)
 		if err != nil {
-			r.warn(b, reasonUnbindFailed, err)
+			r.warn(ctx, b, reasonUnbindFailed, err)
 			return err
 		}
 		for _, gvk := range kinds {
 			if err := r.unbindAll(ctx, mctx, b, gvk); err != nil {
-				r.warn(b, reasonUnbindFailed, err)
+				r.warn(ctx, b, reasonUnbindFailed, err)
 				return err
 			}
 		}
@@ -366,12 +373,12 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 	if r.SubResourcesReconciler != nil {
 		if err := r.SubResourcesReconciler.ReconcileDeletion(ctx, b); err != nil {
 			err = fmt.Errorf("%s: sub-resources deletion: %w", describe(b), err)
-			r.warn(b, ReasonSubResourcesFailed, err)
+			r.warn(ctx, b, ReasonSubResourcesFailed, err)
 			return err
 		}
 	}
 	if err := r.removeFinalizer(ctx, b); err != nil {
-		r.warn(b, reasonFinalizerUpdateFailed, err)
+		r.warn(ctx, b, reasonFinalizerUpdateFailed, err)
 		return err
 	}
 	return nil

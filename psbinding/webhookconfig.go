@@ -22,25 +22,50 @@ const (
 	IncludeLabel = "bindings.bindkit.dev/include"
 )
 
-// SelectorMode chooses which namespaces the webhook is called for.
+// SelectorMode chooses which namespaces Bindings act in.
 type SelectorMode int
 
 const (
-	// ExclusionMode, the default, covers every namespace but those labelled
-	// ExcludeLabel=true.
+	// ExclusionMode, the default, lets Bindings act in every namespace but
+	// those labelled ExcludeLabel=true.
 	ExclusionMode SelectorMode = iota
-	// InclusionMode covers only namespaces labelled IncludeLabel=true; the
-	// reconciler labels a subject's namespace when a Binding names it.
+	// InclusionMode lets Bindings act only in namespaces the operator
+	// labelled IncludeLabel=true (and not ExcludeLabel=true). bindkit never
+	// labels a namespace itself.
 	InclusionMode
 )
 
+// KubeNamespaces are the namespaces of the cluster itself. The webhook is
+// never called in them unless the operator opts in
+// (AdmissionConfig.CallInKubeNamespaces), so an outage of the webhook can
+// never block the control plane's own objects.
+var KubeNamespaces = []string{metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// DefaultMaxSelectorNamespaces is how many namespaces the webhook's
+// namespaceSelector names at most (AdmissionConfig.MaxSelectorNamespaces).
+// A label value is at most 63 bytes, so the list stays under 40 KiB of a
+// configuration that every kube-apiserver watches and that the admission
+// controller rewrites whenever a namespace gains or loses its first
+// Binding. Past it, the selector falls back to every namespace but the
+// protected ones, and Admit lets requests from namespaces without Bindings
+// through at once, without decoding them.
+const DefaultMaxSelectorNamespaces = 500
+
 // webhookSpec is what the admission controller decides about its webhook.
 type webhookSpec struct {
-	webhookName     string // the webhook's name within the configuration
-	path            string // the handler path on the server
-	caBundle        []byte
-	mode            SelectorMode
-	systemNamespace string // always excluded: the webhook must not block its own start
+	webhookName string // the webhook's name within the configuration
+	path        string // the handler path on the server
+	caBundle    []byte
+	mode        SelectorMode
+	// protected are never called: the system namespace (the webhook must
+	// not block its own start) and, unless opted in, KubeNamespaces.
+	protected []string
+	// namespaces hold a Binding that can apply there; the webhook is
+	// called only in them, unless allNamespaces.
+	namespaces []string
+	// allNamespaces replaces the list of namespaces by every namespace but
+	// the protected ones, when the list is too long.
+	allNamespaces bool
 	// resources are the subject kinds' resources, as the RESTMapper names
 	// them.
 	resources []schema.GroupVersionResource
@@ -51,9 +76,18 @@ type webhookSpec struct {
 // the subjects' main resources (never a subresource), CREATE and UPDATE,
 // Equivalent matching, reinvocation if needed, the CA bundle and handler
 // path on whichever client config (Service or URL) is installed, and our
-// selector requirements merged into the installed selectors. The result
-// depends only on its inputs, never on their order, so reconciling twice
-// with nothing changed yields an equal object and no update.
+// selector requirements merged into the installed selectors. Without a
+// namespace to call it in, it has no rules: it matches nothing.
+//
+// What bindkit owns it sets; the rest of the webhook (failurePolicy,
+// timeoutSeconds, matchConditions, selector requirements on other labels)
+// and every other webhook of the configuration are the administrator's and
+// stay as installed. bindkit owns every selector requirement on
+// kubernetes.io/metadata.name, IncludeLabel and ExcludeLabel.
+//
+// The result depends only on its inputs, never on their order, so
+// reconciling twice with nothing changed yields an equal object and no
+// update.
 func desiredWebhookConfiguration(current *admissionregistrationv1.MutatingWebhookConfiguration, spec webhookSpec) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
 	desired := current.DeepCopy()
 	i := slices.IndexFunc(desired.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == spec.webhookName })
@@ -66,6 +100,9 @@ func desiredWebhookConfiguration(current *admissionregistrationv1.MutatingWebhoo
 		return nil, fmt.Errorf("MutatingWebhookConfiguration %s: webhook %s: %w", current.Name, wh.Name, err)
 	}
 	wh.Rules = rulesFor(spec.resources)
+	if len(spec.namespaces) == 0 && !spec.allNamespaces {
+		wh.Rules = []admissionregistrationv1.RuleWithOperations{}
+	}
 	equivalent := admissionregistrationv1.Equivalent
 	wh.MatchPolicy = &equivalent
 	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
@@ -75,14 +112,16 @@ func desiredWebhookConfiguration(current *admissionregistrationv1.MutatingWebhoo
 	wh.AdmissionReviewVersions = []string{"v1"}
 
 	nsRequirements := []metav1.LabelSelectorRequirement{
-		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{spec.systemNamespace}},
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: sortedSet(spec.protected)},
+		{Key: ExcludeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+	}
+	if !spec.allNamespaces && len(spec.namespaces) > 0 {
+		nsRequirements = append(nsRequirements, metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: sortedSet(spec.namespaces)})
 	}
 	if spec.mode == InclusionMode {
 		nsRequirements = append(nsRequirements, metav1.LabelSelectorRequirement{Key: IncludeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}})
-	} else {
-		nsRequirements = append(nsRequirements, metav1.LabelSelectorRequirement{Key: ExcludeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}})
 	}
-	wh.NamespaceSelector = mergeSelector(wh.NamespaceSelector, nsRequirements, IncludeLabel, ExcludeLabel)
+	wh.NamespaceSelector = mergeSelector(wh.NamespaceSelector, nsRequirements, corev1.LabelMetadataName, IncludeLabel, ExcludeLabel)
 	wh.ObjectSelector = mergeSelector(wh.ObjectSelector, []metav1.LabelSelectorRequirement{
 		{Key: ExcludeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
 	}, ExcludeLabel)
@@ -141,6 +180,13 @@ func rulesFor(resources []schema.GroupVersionResource) []admissionregistrationv1
 		})
 	}
 	return rules
+}
+
+// sortedSet returns values sorted, without duplicates, as a new slice.
+func sortedSet(values []string) []string {
+	out := slices.Clone(values)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // mergeSelector returns installed with ours added. Installed requirements

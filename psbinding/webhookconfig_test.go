@@ -1,6 +1,7 @@
 package psbinding
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,17 +37,22 @@ func TestDesiredWebhookConfiguration(t *testing.T) {
 		{Operations: createUpdate, Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"deployments", "statefulsets"}, Scope: namespaced}},
 		{Operations: createUpdate, Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"*"}, Resources: []string{"cronjobs"}, Scope: namespaced}},
 	}
-	notSystem := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"bindkit-system"}}
+	protected := []string{"kube-system", "bindkit-system", "kube-public", "kube-node-lease"}
+	notProtected := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn,
+		Values: []string{"bindkit-system", "kube-node-lease", "kube-public", "kube-system"}}
+	withBindings := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"team-a", "team-b"}}
 	notExcluded := metav1.LabelSelectorRequirement{Key: ExcludeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}}
 	included := metav1.LabelSelectorRequirement{Key: IncludeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}}
-	userReq := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"team-a"}}
+	userReq := metav1.LabelSelectorRequirement{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}
+	staleOurs := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"gone"}}
 
 	tests := []struct {
-		name       string
-		current    *admissionregistrationv1.MutatingWebhookConfiguration
-		mode       SelectorMode
-		wantClient admissionregistrationv1.WebhookClientConfig
-		wantNS     *metav1.LabelSelector
+		name          string
+		current       *admissionregistrationv1.MutatingWebhookConfiguration
+		mode          SelectorMode
+		allNamespaces bool
+		wantClient    admissionregistrationv1.WebhookClientConfig
+		wantNS        *metav1.LabelSelector
 	}{{
 		name: "service client config, exclusion mode",
 		current: installedConfig(admissionregistrationv1.WebhookClientConfig{
@@ -56,26 +62,39 @@ func TestDesiredWebhookConfiguration(t *testing.T) {
 			Service:  &admissionregistrationv1.ServiceReference{Namespace: "bindkit-system", Name: "webhook", Path: ptr.To("/bindings")},
 			CABundle: []byte("CA"),
 		},
-		wantNS: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notExcluded, notSystem}},
+		wantNS: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notExcluded, withBindings, notProtected}},
 	}, {
-		name: "URL client config keeps host, installed selector kept, stale include dropped",
+		name: "URL client config keeps host, admin's selector kept, bindkit's stale requirements replaced",
 		current: installedConfig(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:8443/old")},
-			&metav1.LabelSelector{MatchLabels: map[string]string{"team": "a", IncludeLabel: "true"}, MatchExpressions: []metav1.LabelSelectorRequirement{userReq}}),
+			&metav1.LabelSelector{
+				MatchLabels:      map[string]string{"tier": "apps", IncludeLabel: "true", "kubernetes.io/metadata.name": "gone"},
+				MatchExpressions: []metav1.LabelSelectorRequirement{userReq, staleOurs},
+			}),
 		wantClient: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:8443/bindings"), CABundle: []byte("CA")},
-		wantNS: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"},
-			MatchExpressions: []metav1.LabelSelectorRequirement{notExcluded, userReq, notSystem}},
+		wantNS: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "apps"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{notExcluded, withBindings, notProtected, userReq}},
 	}, {
-		name: "inclusion mode",
+		name: "inclusion mode: the namespaces with Bindings and labelled include, not excluded",
 		current: installedConfig(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:8443")},
 			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notExcluded}}),
 		mode:       InclusionMode,
 		wantClient: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:8443/bindings"), CABundle: []byte("CA")},
-		wantNS:     &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{included, notSystem}},
+		wantNS:     &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notExcluded, included, withBindings, notProtected}},
+	}, {
+		name: "too many namespaces to name: every namespace but the protected ones",
+		current: installedConfig(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:8443")},
+			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{withBindings}}),
+		allNamespaces: true,
+		wantClient:    admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:8443/bindings"), CABundle: []byte("CA")},
+		wantNS:        &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notExcluded, notProtected}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := webhookSpec{webhookName: "bindings.bindkit.dev", path: "/bindings", caBundle: []byte("CA"),
-				mode: tc.mode, systemNamespace: "bindkit-system", resources: resources}
+				mode: tc.mode, protected: protected, namespaces: []string{"team-b", "team-a", "team-b"}, resources: resources}
+			if tc.allNamespaces {
+				spec.namespaces, spec.allNamespaces = nil, true
+			}
 			got, err := desiredWebhookConfiguration(tc.current, spec)
 			if err != nil {
 				t.Fatal(err)
@@ -117,6 +136,8 @@ func TestDesiredWebhookConfiguration(t *testing.T) {
 				slicesReverse[i], slicesReverse[j] = slicesReverse[j], slicesReverse[i]
 			}
 			spec.resources = slicesReverse
+			slices.Reverse(spec.namespaces)
+			slices.Reverse(spec.protected)
 			again, err := desiredWebhookConfiguration(got, spec)
 			if err != nil {
 				t.Fatal(err)
@@ -125,6 +146,22 @@ func TestDesiredWebhookConfiguration(t *testing.T) {
 				t.Errorf("second reconcile changed the configuration (-first +second):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDesiredWebhookConfigurationWithoutNamespaces: with no namespace to
+// call it in, the webhook has no rule and matches nothing, whatever
+// resources the Bindings name.
+func TestDesiredWebhookConfigurationWithoutNamespaces(t *testing.T) {
+	current := installedConfig(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:8443")}, nil)
+	current.Webhooks[1].Rules = []admissionregistrationv1.RuleWithOperations{{Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}}}}
+	got, err := desiredWebhookConfiguration(current, webhookSpec{webhookName: "bindings.bindkit.dev", path: "/p", caBundle: []byte("CA"),
+		protected: []string{"bindkit-system"}, resources: []schema.GroupVersionResource{{Group: "apps", Version: "v1", Resource: "deployments"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.Webhooks[1].Rules); n != 0 {
+		t.Errorf("%d rules without a namespace to call the webhook in, want 0", n)
 	}
 }
 

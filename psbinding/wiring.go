@@ -12,14 +12,16 @@ import (
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/tracker"
+	"github.com/bindkit/bindkit/webhook"
 )
 
 // DefaultTrackerLease is how long a Binding's interest in its subjects
-// lasts without a reconcile renewing it. Informers do not resync by
-// default, so a Binding nobody touches is not reconciled again: the lease
+// lasts without a reconcile renewing it. Every reconcile renews it, and
+// sharedmain's informers resync every few hours, but a process wired
+// without resync reconciles a Binding nobody touches only once: the lease
 // must outlive any quiet spell, or later subject changes would go
 // unnoticed. A stale registration (a subject the Binding no longer names)
-// costs one no-op reconcile per change of that subject.
+// costs one no-op reconcile per change of that subject, with no request.
 const DefaultTrackerLease = 10 * 365 * 24 * time.Hour
 
 // NewReconcilerImpl completes r with what every Binding kind wires the same
@@ -31,6 +33,9 @@ const DefaultTrackerLease = 10 * 365 * 24 * time.Hour
 //   - Factory, the process's shared subject cache (the slim metadata
 //     informers of injection.DuckInformerFactory), with a handler that
 //     reports every subject event to the tracker;
+//   - ExcludedNamespaces: the system namespace and, unless the webhook may
+//     be called there (webhook.GetOptions), KubeNamespaces, so both paths
+//     agree on where Bindings never act;
 //   - PromoteFunc, so a new leader enqueues every Binding listAll lists;
 //   - a handler on bindings, the Bindings' own informer, that enqueues each
 //     changed Binding.
@@ -61,6 +66,15 @@ func NewReconcilerImpl(ctx context.Context, name string, r *BaseReconciler, bind
 			EventHandler: SubjectEventHandler(r.Tracker, func(err error) {
 				logger.Warn("subject event the tracker cannot read", zap.Error(err))
 			}),
+		}
+	}
+	if r.ExcludedNamespaces == nil {
+		// Where the webhook is never called, the reconciler never acts.
+		if ns, ok := injection.TrySystemNamespace(ctx); ok {
+			r.ExcludedNamespaces = append(r.ExcludedNamespaces, ns)
+		}
+		if !webhook.GetOptions(ctx).CallInKubeNamespaces {
+			r.ExcludedNamespaces = append(r.ExcludedNamespaces, KubeNamespaces...)
 		}
 	}
 	if r.PromoteFunc == nil {

@@ -104,8 +104,9 @@ func (s *loadStats) fail(format string, args ...any) {
 
 // TestCertificateRotationUnderLoadWithRealAPIServer runs the certificates
 // reconciler, the webhook server and the real kube-apiserver together: the
-// reconciler creates the Secret and writes the CA bundle into the
-// MutatingWebhookConfiguration, the kube-apiserver calls the server over TLS
+// reconciler creates the Secret, the test copies its CA bundle into the
+// MutatingWebhookConfiguration (an admission controller's job), the
+// kube-apiserver calls the server over TLS
 // on 127.0.0.1, and the serving certificate is rotated while direct TLS
 // clients and kube-apiserver dry-run creates keep coming. Not one handshake
 // or admission may fail, and both kinds of client must handshake with the
@@ -124,7 +125,7 @@ func TestCertificateRotationUnderLoadWithRealAPIServer(t *testing.T) {
 	listener := &acceptLog{Listener: ln}
 	hookURL := "https://" + ln.Addr().String() + "/mutate"
 
-	// The configuration starts without a caBundle: the reconciler fills it.
+	// The configuration starts without a caBundle; it gets the Secret's.
 	configName := "bindkit-webhook-" + ns
 	none, fail, timeout := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Fail, int32(10)
 	_, err = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -158,11 +159,10 @@ func TestCertificateRotationUnderLoadWithRealAPIServer(t *testing.T) {
 	var enqueueMu sync.Mutex
 	var lastEnqueue time.Duration
 	reconciler, err := certificates.NewReconciler(kube, certificates.Options{
-		SecretName:                    secretName,
-		Namespace:                     ns,
-		ServiceName:                   "bindkit-webhook",
-		IPAddresses:                   []net.IP{net.IPv4(127, 0, 0, 1)},
-		MutatingWebhookConfigurations: []string{configName},
+		SecretName:  secretName,
+		Namespace:   ns,
+		ServiceName: "bindkit-webhook",
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 	}, certificates.WithClock(now), certificates.WithEnqueueAfter(func(_ string, d time.Duration) {
 		enqueueMu.Lock()
 		defer enqueueMu.Unlock()
@@ -180,8 +180,9 @@ func TestCertificateRotationUnderLoadWithRealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(config.Webhooks[0].ClientConfig.CABundle, before.Data[keys.CACert]) {
-		t.Fatalf("MutatingWebhookConfiguration caBundle is not the Secret's CA bundle")
+	config.Webhooks[0].ClientConfig.CABundle = before.Data[keys.CACert]
+	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, config, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("set caBundle: %v", err)
 	}
 
 	// The server reads the Secret through an informer's lister.

@@ -62,6 +62,12 @@ type Options struct {
 	// ReadinessTimeout bounds how long an admission waits for its
 	// controller to sync (default DefaultReadinessTimeout).
 	ReadinessTimeout time.Duration
+	// CallInKubeNamespaces lets admission controllers ask the kube-apiserver
+	// to call the webhook in kube-system, kube-public and kube-node-lease
+	// too, where Bindings there need it. Off by default: an outage of the
+	// webhook must not block the cluster's own namespaces. The server does
+	// not read it; admission controllers read it through GetOptions.
+	CallInKubeNamespaces bool
 	// Logger receives request logs at debug level and errors (default:
 	// none). Object bodies and keys are never logged.
 	Logger *zap.Logger

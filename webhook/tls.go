@@ -22,6 +22,9 @@ type SecretGetter interface {
 	Get(name string) (*corev1.Secret, error)
 }
 
+// errNoServingCert marks a Secret that holds no serving certificate (yet).
+var errNoServingCert = errors.New("no serving certificate")
+
 // certSource serves the certificate from the Secret, parsing each
 // resourceVersion once.
 type certSource struct {
@@ -77,8 +80,13 @@ func (c *certSource) fromSecret() (*tls.Certificate, error) {
 	e := &certEntry{resourceVersion: rv}
 	e.cert, e.err = c.parse(secret)
 	c.parsedCount.Add(1)
-	if e.err != nil {
-		// Logged once per resourceVersion, not on every handshake.
+	switch {
+	// Logged once per resourceVersion, not on every handshake.
+	case errors.Is(e.err, errNoServingCert):
+		// The certificates reconciler writes a new CA before the serving
+		// certificate it signs, and the last good one serves meanwhile.
+		c.logger.Info("secret holds no serving certificate yet; serving the last good one", zap.String("secret", c.name), zap.String("resourceVersion", rv))
+	case e.err != nil:
 		c.logger.Error("cannot serve certificate from secret", zap.String("secret", c.name), zap.String("resourceVersion", rv), zap.Error(e.err))
 	}
 	c.cached.Store(e)
@@ -88,7 +96,7 @@ func (c *certSource) fromSecret() (*tls.Certificate, error) {
 func (c *certSource) parse(secret *corev1.Secret) (*tls.Certificate, error) {
 	certPEM, keyPEM := secret.Data[c.certKey], secret.Data[c.keyKey]
 	if len(certPEM) == 0 || len(keyPEM) == 0 {
-		return nil, fmt.Errorf("serving certificate: secret %s/%s has no %s or %s", secret.Namespace, secret.Name, c.certKey, c.keyKey)
+		return nil, fmt.Errorf("serving certificate: secret %s/%s has no %s or %s: %w", secret.Namespace, secret.Name, c.certKey, c.keyKey, errNoServingCert)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {

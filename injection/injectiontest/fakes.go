@@ -3,12 +3,15 @@ package injectiontest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -111,7 +114,9 @@ func NewContext(t testing.TB, objects ...runtime.Object) (context.Context, *Fake
 // one of opts.Resources): typed objects of client-go's scheme may leave
 // TypeMeta empty, every other object must set it. Objects of kinds in
 // client-go's scheme, typed or unstructured, go into both fake clients;
-// others into the dynamic client only. It fails t on an unknown kind.
+// others into the dynamic client only. As in a cluster, the namespace of
+// every seeded object exists: a Namespace is seeded for each namespace the
+// objects use unless objects hold it already. It fails t on an unknown kind.
 //
 // The context ends when the test ends, and a t.Cleanup shuts the informers
 // down. Nothing is started: call Fakes.Start (or Informers.Start) after the
@@ -142,7 +147,7 @@ func NewContextWithOptions(t testing.TB, opts Options, objects ...runtime.Object
 		Dynamic:    dynamicfake.NewSimpleDynamicClientWithCustomListKinds(dynScheme, listKinds),
 		RESTMapper: mapper,
 	}
-	for _, obj := range objects {
+	for _, obj := range withNamespaces(objects) {
 		if err := fakes.seed(obj); err != nil {
 			t.Fatalf("injectiontest: %v", err)
 		}
@@ -219,4 +224,27 @@ func (f *Fakes) Start(t testing.TB) {
 	if err := f.Informers.WaitForCacheSync(ctx); err != nil {
 		t.Fatalf("injectiontest: %v", err)
 	}
+}
+
+// withNamespaces returns objects with a Namespace added for every namespace
+// they use that they do not hold.
+func withNamespaces(objects []runtime.Object) []runtime.Object {
+	have := map[string]bool{}
+	var used []string
+	for _, obj := range objects {
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			have[ns.Name] = true
+			continue
+		}
+		if m, err := meta.Accessor(obj); err == nil && m.GetNamespace() != "" && !slices.Contains(used, m.GetNamespace()) {
+			used = append(used, m.GetNamespace())
+		}
+	}
+	out := slices.Clone(objects)
+	for _, ns := range used {
+		if !have[ns] {
+			out = append(out, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		}
+	}
+	return out
 }

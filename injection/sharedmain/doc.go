@@ -9,13 +9,35 @@
 //
 // Main parses the command line with a flag set of its own (ParseFlags:
 // --kubeconfig, --server, --disable-ha, --webhook-address, --webhook-port,
-// --webhook-ip-sans, --webhook-grace-period, --probe-port), stops on SIGINT
-// or SIGTERM and exits with a status that says how it ended.
-// MainWithContext does the same work for a test: settings come from the
-// context (WithFlags, WithLogLevel, WithLogOutput) and it returns when the
-// context ends.
+// --webhook-ip-sans, --webhook-grace-period, --probe-port, the certificate
+// lifetimes --webhook-ca-validity, --webhook-ca-rotate-before,
+// --webhook-cert-validity and --webhook-cert-rotate-before,
+// --webhook-kube-namespaces, --kube-api-qps, --kube-api-burst and
+// --resync-period; each is a field of Flags), stops on SIGINT or SIGTERM
+// and exits with a status that says how it ended. MainWithContext, shaped
+// like knative's, takes its settings from the context (WithFlags,
+// WithLogLevel, WithLogOutput), returns when the context ends and exits 1
+// when the process fails, so a caller that ignores it still ends with the
+// right status. Run does the same work and returns the error instead, for
+// tests.
+//
+// # API clients
+//
+// Each client the process builds is rate-limited to --kube-api-qps
+// requests a second with bursts of --kube-api-burst (DefaultKubeAPIQPS and
+// DefaultKubeAPIBurst say why these defaults): high enough that binding
+// thousands of subjects is never slowed, finite so that a runaway loop is
+// capped. Informers replay every object every --resync-period
+// (DefaultResyncPeriod), which heals any missed event.
 //
 // # What runs
+//
+// Before it calls the constructors, MainWithContext stores the one
+// description of the webhook in the context (webhook.WithOptions): the
+// certificates Secret and its keys, the Service, and whether the webhook
+// may be called in the kube namespaces. The server, the certificates
+// reconciler and every admission controller (psbinding's reads it with
+// webhook.GetOptions) take it from there, so they cannot disagree.
 //
 // Every Impl a constructor returns runs WorkersPerController workers. An
 // Impl whose Reconciler implements webhook.AdmissionController is also
@@ -23,7 +45,9 @@
 // the process keeps the webhook's certificates Secret
 // (webhook.DefaultSecretName in the system namespace, named for the Service
 // webhook.DefaultServiceName plus --webhook-ip-sans) with package
-// certificates, and serves HTTPS with /healthz and /readyz. Without a
+// certificates (the admission controllers that publish the CA bundle,
+// certificates.Publisher, are the ones it waits for before signing under a
+// new CA), and serves HTTPS with /healthz and /readyz. Without a
 // webhook, the probes are served over HTTP on --probe-port, /readyz
 // answering 200 once the informers have synced.
 //

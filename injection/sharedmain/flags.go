@@ -2,16 +2,21 @@ package sharedmain
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -20,16 +25,18 @@ import (
 const DefaultProbePort = 8080
 
 // Flags are the settings Main reads from the command line and
-// MainWithContext from its context (WithFlags). A zero port or grace period
-// takes its default, as DefaultFlags shows.
+// MainWithContext and Run from their context (WithFlags): one field per
+// flag. A zero field takes its default, as DefaultFlags shows; Validate
+// names the flag of any setting that cannot work.
 type Flags struct {
 	// Kubeconfig is a kubeconfig file (--kubeconfig). When it and
 	// $KUBECONFIG are empty, the in-cluster configuration is used.
 	Kubeconfig string
-	// Server overrides the API server URL (--server).
+	// Server overrides the API server URL (--server), an http or https URL;
+	// empty, the default, keeps the configuration's.
 	Server string
-	// DisableHA turns leader election off (--disable-ha): every controller
-	// is promoted at once, as for a single replica.
+	// DisableHA turns leader election off (--disable-ha, default false):
+	// every controller is promoted at once, as for a single replica.
 	DisableHA bool
 	// WebhookAddress is the host the webhook listens on (--webhook-address);
 	// empty means all interfaces.
@@ -38,8 +45,8 @@ type Flags struct {
 	// webhook.DefaultPort).
 	WebhookPort int
 	// WebhookIPSANs are IP addresses added to the serving certificate
-	// (--webhook-ip-sans, comma-separated), for a webhook reached by IP out
-	// of cluster, e.g. 127.0.0.1.
+	// (--webhook-ip-sans, comma-separated, default none), for a webhook
+	// reached by IP out of cluster, e.g. 127.0.0.1.
 	WebhookIPSANs []net.IP
 	// WebhookGracePeriod is how long the webhook keeps serving, unready,
 	// after shutdown begins (--webhook-grace-period, default
@@ -48,6 +55,47 @@ type Flags struct {
 	// ProbePort serves /healthz and /readyz over HTTP when no webhook runs
 	// (--probe-port, default DefaultProbePort).
 	ProbePort int
+
+	// KubeAPIQPS is the sustained rate, in requests per second, that each
+	// API client of the process may send (--kube-api-qps, default
+	// DefaultKubeAPIQPS, see there for why); negative turns client-side
+	// throttling off and leaves it to the API server's priority and
+	// fairness.
+	KubeAPIQPS float64
+	// KubeAPIBurst is how many requests each client may send at once
+	// before KubeAPIQPS applies (--kube-api-burst, default
+	// DefaultKubeAPIBurst).
+	KubeAPIBurst int
+	// ResyncPeriod is how often the informers hand every object they hold
+	// to the controllers again, so that an event missed for any reason is
+	// made up for (--resync-period, default DefaultResyncPeriod). It must
+	// be at least a second; negative turns resync off (so does
+	// --resync-period=0 on a command line).
+	ResyncPeriod time.Duration
+	// The webhook's certificates and where it is called. A zero duration
+	// takes the certificates package's default.
+	//
+	// WebhookCAValidity is the CA's lifetime (--webhook-ca-validity,
+	// default certificates.DefaultCAValidity); WebhookCARotateBefore is how
+	// long before its expiry a new CA is published (--webhook-ca-rotate-before,
+	// default certificates.DefaultCARotateBefore).
+	WebhookCAValidity     time.Duration
+	WebhookCARotateBefore time.Duration
+	// WebhookCertValidity is the serving certificate's lifetime
+	// (--webhook-cert-validity, default
+	// certificates.DefaultServingValidity); WebhookCertRotateBefore is how
+	// long before its expiry it is renewed (--webhook-cert-rotate-before,
+	// default certificates.DefaultServingRotateBefore), and so how long a
+	// failed renewal may be retried before the webhook has no valid
+	// certificate. They must be ordered: cert rotate-before < cert validity,
+	// cert rotate-before < CA rotate-before < CA validity.
+	WebhookCertValidity     time.Duration
+	WebhookCertRotateBefore time.Duration
+	// WebhookKubeNamespaces lets the webhook be called in kube-system,
+	// kube-public and kube-node-lease when Bindings there need it
+	// (--webhook-kube-namespaces); by default it never is, so a webhook
+	// outage cannot block the cluster's own namespaces.
+	WebhookKubeNamespaces bool
 }
 
 // DefaultFlags returns the settings of a command line without flags.
@@ -56,6 +104,14 @@ func DefaultFlags() Flags {
 		WebhookPort:        webhook.DefaultPort,
 		WebhookGracePeriod: webhook.DefaultGracePeriod,
 		ProbePort:          DefaultProbePort,
+
+		KubeAPIQPS:              DefaultKubeAPIQPS,
+		KubeAPIBurst:            DefaultKubeAPIBurst,
+		ResyncPeriod:            DefaultResyncPeriod,
+		WebhookCAValidity:       certificates.DefaultCAValidity,
+		WebhookCARotateBefore:   certificates.DefaultCARotateBefore,
+		WebhookCertValidity:     certificates.DefaultServingValidity,
+		WebhookCertRotateBefore: certificates.DefaultServingRotateBefore,
 	}
 }
 
@@ -70,7 +126,51 @@ func (f Flags) withDefaults() Flags {
 	if f.ProbePort == 0 {
 		f.ProbePort = d.ProbePort
 	}
+
+	if f.KubeAPIQPS == 0 {
+		f.KubeAPIQPS = d.KubeAPIQPS
+	}
+	if f.KubeAPIBurst == 0 {
+		f.KubeAPIBurst = d.KubeAPIBurst
+	}
+	if f.ResyncPeriod == 0 {
+		f.ResyncPeriod = d.ResyncPeriod
+	}
+	for _, p := range []struct{ v, def *time.Duration }{
+		{&f.WebhookCAValidity, &d.WebhookCAValidity}, {&f.WebhookCARotateBefore, &d.WebhookCARotateBefore},
+		{&f.WebhookCertValidity, &d.WebhookCertValidity}, {&f.WebhookCertRotateBefore, &d.WebhookCertRotateBefore},
+	} {
+		if *p.v == 0 {
+			*p.v = *p.def
+		}
+	}
 	return f
+}
+
+// validateCertificates reports certificate lifetimes the certificates
+// reconciler cannot work with, naming the flags. f has its defaults.
+func (f Flags) validateCertificates() error {
+	type flagValue struct {
+		name string
+		v    time.Duration
+	}
+	caValidity := flagValue{"webhook-ca-validity", f.WebhookCAValidity}
+	caRotate := flagValue{"webhook-ca-rotate-before", f.WebhookCARotateBefore}
+	certValidity := flagValue{"webhook-cert-validity", f.WebhookCertValidity}
+	certRotate := flagValue{"webhook-cert-rotate-before", f.WebhookCertRotateBefore}
+	for _, fv := range []flagValue{caValidity, caRotate, certValidity, certRotate} {
+		if fv.v < 0 {
+			return fmt.Errorf("--%s %v is negative", fv.name, fv.v)
+		}
+	}
+	// Each order keeps a certificate from being due for rotation the
+	// moment it is issued.
+	for _, o := range [][2]flagValue{{certRotate, certValidity}, {certRotate, caRotate}, {caRotate, caValidity}} {
+		if o[0].v >= o[1].v {
+			return fmt.Errorf("--%s %v must be shorter than --%s %v", o[0].name, o[0].v, o[1].name, o[1].v)
+		}
+	}
+	return nil
 }
 
 // ParseFlags parses args (without the program name) with a flag set of its
@@ -93,21 +193,80 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	})
 	fs.DurationVar(&f.WebhookGracePeriod, "webhook-grace-period", f.WebhookGracePeriod, "how long the webhook keeps serving, unready, after a shutdown signal; negative means none")
 	fs.IntVar(&f.ProbePort, "probe-port", f.ProbePort, "HTTP port of /healthz and /readyz when no webhook runs")
+
+	fs.Float64Var(&f.KubeAPIQPS, "kube-api-qps", f.KubeAPIQPS, "sustained requests per second each API client may send; "+
+		"high enough that binding thousands of subjects at once is never slowed (the API server's priority and fairness "+
+		"protects the server), low enough to cap a runaway loop; negative turns client-side throttling off")
+	fs.IntVar(&f.KubeAPIBurst, "kube-api-burst", f.KubeAPIBurst, "requests each API client may send at once before --kube-api-qps applies")
+	fs.DurationVar(&f.ResyncPeriod, "resync-period", f.ResyncPeriod, "how often informers replay every object to the controllers, "+
+		"so a missed event is made up for; at least 1s, or 0 to turn it off")
+
+	// The webhook's certificates and where it is called.
+	fs.DurationVar(&f.WebhookCAValidity, "webhook-ca-validity", f.WebhookCAValidity, "lifetime of the webhook's CA")
+	fs.DurationVar(&f.WebhookCARotateBefore, "webhook-ca-rotate-before", f.WebhookCARotateBefore, "how long before the CA expires a new CA is published next to it")
+	fs.DurationVar(&f.WebhookCertValidity, "webhook-cert-validity", f.WebhookCertValidity, "lifetime of the webhook's serving certificate")
+	fs.DurationVar(&f.WebhookCertRotateBefore, "webhook-cert-rotate-before", f.WebhookCertRotateBefore, "how long before the serving certificate expires it is renewed; a failed renewal is retried until then")
+	fs.BoolVar(&f.WebhookKubeNamespaces, "webhook-kube-namespaces", false, "let the webhook be called in kube-system, kube-public and kube-node-lease when Bindings there need it")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
 	}
 	if fs.NArg() > 0 {
 		return Flags{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	// Flags start from DefaultFlags, so a zero here was given: on a
+	// command line, as for client-go's informers, a zero resync means none.
+	if f.ResyncPeriod == 0 {
+		f.ResyncPeriod = -1
+	}
+	// Other zeros given on the command line are mistakes, not defaults.
+	if err := f.validate(); err != nil {
+		return Flags{}, err
+	}
+	return f, nil
+}
+
+// Validate reports every setting that cannot work, each in an error that
+// names its flag. Zero fields are valid: they take their defaults. Run
+// calls it.
+func (f Flags) Validate() error {
+	return f.withDefaults().validate()
+}
+
+func (f Flags) validate() error {
+	var errs []error
+	if f.Server != "" {
+		if u, err := url.Parse(f.Server); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--server %q: not an http or https URL with a host", f.Server))
+		}
+	}
+	if a := f.WebhookAddress; a != "" && net.ParseIP(a) == nil && len(validation.IsDNS1123Subdomain(a)) > 0 {
+		errs = append(errs, fmt.Errorf("--webhook-address %q: not an IP address or host name (the port is --webhook-port)", a))
+	}
 	for _, p := range []struct {
 		name string
 		port int
 	}{{"webhook-port", f.WebhookPort}, {"probe-port", f.ProbePort}} {
 		if p.port < 1 || p.port > 65535 {
-			return Flags{}, fmt.Errorf("--%s %d out of range 1-65535", p.name, p.port)
+			errs = append(errs, fmt.Errorf("--%s %d out of range 1-65535", p.name, p.port))
 		}
 	}
-	return f, nil
+
+	switch q := f.KubeAPIQPS; {
+	case math.IsNaN(q) || math.IsInf(q, 0) || q > math.MaxFloat32:
+		errs = append(errs, fmt.Errorf("--kube-api-qps %v: not a finite number of requests per second", q))
+	case q == 0:
+		errs = append(errs, errors.New("--kube-api-qps 0: must be positive, or negative to turn client-side throttling off"))
+	}
+	if f.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst %d: must be at least 1", f.KubeAPIBurst))
+	}
+	if f.ResyncPeriod > 0 && f.ResyncPeriod < time.Second {
+		errs = append(errs, fmt.Errorf("--resync-period %s: below the minimum of 1s", f.ResyncPeriod))
+	}
+	if err := f.withDefaults().validateCertificates(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func parseIPs(s string) ([]net.IP, error) {
@@ -132,8 +291,8 @@ type (
 	logOutputKey struct{}
 )
 
-// WithFlags returns a copy of ctx from which MainWithContext takes its
-// settings. Without it MainWithContext uses DefaultFlags.
+// WithFlags returns a copy of ctx from which Run (and MainWithContext) take
+// their settings. Without it they use DefaultFlags.
 func WithFlags(ctx context.Context, f Flags) context.Context {
 	return context.WithValue(ctx, flagsKey{}, f)
 }
@@ -143,15 +302,15 @@ func flagsFrom(ctx context.Context) Flags {
 	return f.withDefaults()
 }
 
-// WithLogLevel returns a copy of ctx that makes MainWithContext log at
+// WithLogLevel returns a copy of ctx that makes Run log at
 // level, which it then sets from the config-logging ConfigMap. The caller
 // keeps the handle, so it can read the level the process runs at. Without
-// it MainWithContext makes its own, starting at info.
+// it Run makes its own, starting at info.
 func WithLogLevel(ctx context.Context, level zap.AtomicLevel) context.Context {
 	return context.WithValue(ctx, logLevelKey{}, level)
 }
 
-// WithLogOutput returns a copy of ctx that makes MainWithContext write its
+// WithLogOutput returns a copy of ctx that makes Run write its
 // JSON log lines to w instead of os.Stderr. w must be safe for concurrent
 // use (zapcore.Lock makes it so).
 func WithLogOutput(ctx context.Context, w zapcore.WriteSyncer) context.Context {

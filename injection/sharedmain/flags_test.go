@@ -4,8 +4,11 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"net"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -33,14 +36,46 @@ func TestParseFlags(t *testing.T) {
 			name: "everything",
 			args: []string{"--kubeconfig=/k", "--server", "https://api:6443", "--disable-ha",
 				"--webhook-address=127.0.0.1", "--webhook-port=9443", "--webhook-ip-sans=127.0.0.1, ::1",
-				"--webhook-grace-period=2s", "--probe-port=9090"},
+				"--webhook-grace-period=2s", "--probe-port=9090",
+				"--kube-api-qps=50.5", "--kube-api-burst=75", "--resync-period=1h",
+				"--webhook-ca-validity=10h", "--webhook-ca-rotate-before=5h", "--webhook-cert-validity=3h",
+				"--webhook-cert-rotate-before=1h", "--webhook-kube-namespaces"},
 			want: Flags{
 				Kubeconfig: "/k", Server: "https://api:6443", DisableHA: true,
 				WebhookAddress: "127.0.0.1", WebhookPort: 9443,
 				WebhookIPSANs:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
 				WebhookGracePeriod: 2 * time.Second, ProbePort: 9090,
+				KubeAPIQPS: 50.5, KubeAPIBurst: 75, ResyncPeriod: time.Hour,
+				WebhookCAValidity: 10 * time.Hour, WebhookCARotateBefore: 5 * time.Hour,
+				WebhookCertValidity: 3 * time.Hour, WebhookCertRotateBefore: time.Hour, WebhookKubeNamespaces: true,
 			},
 		},
+		{
+			name: "negative qps turns throttling off",
+			args: []string{"--kube-api-qps=-1"},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.KubeAPIQPS = -1
+				return f
+			}(),
+		},
+		{
+			name: "zero resync on the command line turns it off",
+			args: []string{"--resync-period=0"},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.ResyncPeriod = -1
+				return f
+			}(),
+		},
+		{name: "zero qps", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps 0: must be positive, or negative"},
+		{name: "qps not a number", args: []string{"--kube-api-qps=NaN"}, wantErr: "--kube-api-qps NaN: not a finite number"},
+		{name: "qps infinite", args: []string{"--kube-api-qps=+Inf"}, wantErr: "--kube-api-qps +Inf: not a finite number"},
+		{name: "qps beyond float32", args: []string{"--kube-api-qps=1e39"}, wantErr: "--kube-api-qps 1e+39: not a finite number"},
+		{name: "zero burst", args: []string{"--kube-api-burst=0"}, wantErr: "--kube-api-burst 0: must be at least 1"},
+		{name: "negative burst", args: []string{"--kube-api-burst=-5"}, wantErr: "--kube-api-burst -5: must be at least 1"},
+		{name: "resync below a second", args: []string{"--resync-period=500ms"}, wantErr: "--resync-period 500ms: below the minimum of 1s"},
+		{name: "bad resync", args: []string{"--resync-period=often"}, wantErr: `invalid value "often" for flag -resync-period`},
 		{
 			name: "ip sans repeat and add up",
 			args: []string{"--webhook-ip-sans=10.0.0.1", "--webhook-ip-sans=10.0.0.2,"},
@@ -72,6 +107,96 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("flags (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestFlagsValidate checks the settings a test or a program hands to Run
+// through WithFlags: zero fields are defaults, anything else that cannot
+// work is an error naming each flag at fault.
+func TestFlagsValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		flags Flags
+		want  []string // lines of the joined error; none when valid
+	}{
+		{name: "zero value", flags: Flags{}},
+		{name: "defaults", flags: DefaultFlags()},
+		{name: "throttling and resync off", flags: Flags{KubeAPIQPS: -1, ResyncPeriod: -1}},
+		{name: "host names and URLs", flags: Flags{Server: "https://api.example.com:6443", WebhookAddress: "localhost"}},
+		{name: "IPv6 address", flags: Flags{WebhookAddress: "::1"}},
+		{name: "everything wrong", flags: Flags{
+			Server: "api.example.com:6443", WebhookAddress: "127.0.0.1:8443",
+			WebhookPort: 70000, ProbePort: -1, KubeAPIQPS: math.Inf(1), KubeAPIBurst: -1, ResyncPeriod: time.Millisecond,
+		}, want: []string{
+			`--server "api.example.com:6443": not an http or https URL with a host`,
+			`--webhook-address "127.0.0.1:8443": not an IP address or host name (the port is --webhook-port)`,
+			"--webhook-port 70000 out of range 1-65535",
+			"--probe-port -1 out of range 1-65535",
+			"--kube-api-qps +Inf: not a finite number of requests per second",
+			"--kube-api-burst -1: must be at least 1",
+			"--resync-period 1ms: below the minimum of 1s",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			if err := tt.flags.Validate(); err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEveryFlagHasAField parses a command line that sets every flag the
+// flag set defines to a value other than its default and checks that no
+// field of Flags is left at its default, and that every flag is named in
+// the package documentation's list.
+func TestEveryFlagHasAField(t *testing.T) {
+	var usage strings.Builder
+	if _, err := ParseFlags("test", []string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("ParseFlags(-h) = %v", err)
+	}
+	values := map[string]string{
+		"kubeconfig": "/k", "server": "https://s", "disable-ha": "true", "webhook-address": "127.0.0.1",
+		"webhook-port": "1", "webhook-ip-sans": "10.0.0.1", "webhook-grace-period": "1s", "probe-port": "2",
+		"kube-api-qps": "3", "kube-api-burst": "4", "resync-period": "5s",
+		"webhook-ca-validity": "10h", "webhook-ca-rotate-before": "5h", "webhook-cert-validity": "3h",
+		"webhook-cert-rotate-before": "1h", "webhook-kube-namespaces": "true",
+	}
+	var args, names []string
+	for _, line := range strings.Split(usage.String(), "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "-"); ok {
+			name, _, _ = strings.Cut(name, " ")
+			names = append(names, name)
+			v, ok := values[name]
+			if !ok {
+				t.Errorf("flag --%s has no test value here: add it, and check its Flags field", name)
+				continue
+			}
+			args = append(args, "--"+name+"="+v)
+		}
+	}
+	f, err := ParseFlags("test", args, io.Discard)
+	if err != nil {
+		t.Fatalf("ParseFlags(%v): %v", args, err)
+	}
+	got, def := reflect.ValueOf(f), reflect.ValueOf(DefaultFlags())
+	for i := range got.NumField() {
+		if reflect.DeepEqual(got.Field(i).Interface(), def.Field(i).Interface()) {
+			t.Errorf("Flags.%s is not set by any flag", got.Type().Field(i).Name)
+		}
+	}
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if !strings.Contains(string(doc), "--"+name) {
+			t.Errorf("doc.go does not list --%s", name)
+		}
 	}
 }
 
@@ -174,6 +299,10 @@ func TestRestConfig(t *testing.T) {
 			}
 			if cfg.Host != tt.wantHost {
 				t.Errorf("host = %q, want %q", cfg.Host, tt.wantHost)
+			}
+			// Zero flags take the defaults, never client-go's 5 and 10.
+			if cfg.QPS != DefaultKubeAPIQPS || cfg.Burst != DefaultKubeAPIBurst {
+				t.Errorf("QPS, Burst = %v, %d; want %v, %d", cfg.QPS, cfg.Burst, DefaultKubeAPIQPS, DefaultKubeAPIBurst)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -23,11 +24,11 @@ import (
 	"github.com/bindkit/bindkit/webhook"
 )
 
-// TestMainWithContextWithRealAPIServer runs the shared main against the real
+// TestRunWithRealAPIServer runs the shared main against the real
 // kube-apiserver, as a binary would: clients from a kubeconfig file, a
 // controller of ConfigMaps in one namespace and an admission controller,
 // without leader election.
-func TestMainWithContextWithRealAPIServer(t *testing.T) {
+func TestRunWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	start := time.Now()
@@ -62,7 +63,7 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 	var mainErr error
 	exited := make(chan struct{})
 	go func() {
-		mainErr = MainWithContext(ctx, "it", inAppNS, newDenierController("/deny"))
+		mainErr = Run(ctx, "it", inAppNS, newDenierController("/deny"))
 		close(exited)
 	}()
 	t.Cleanup(func() {
@@ -80,7 +81,7 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 	poll(t, "certificates Secret appears", func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
-			return false, fmt.Errorf("MainWithContext returned early: %w", mainErr)
+			return false, fmt.Errorf("Run returned early: %w", mainErr)
 		default:
 		}
 		s, err := kube.CoreV1().Secrets(systemNS).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{})
@@ -128,19 +129,19 @@ func TestMainWithContextWithRealAPIServer(t *testing.T) {
 	select {
 	case <-exited:
 		if mainErr != nil {
-			t.Fatalf("MainWithContext after cancel = %v, want nil", mainErr)
+			t.Fatalf("Run after cancel = %v, want nil", mainErr)
 		}
 	case <-time.After(45 * time.Second):
-		t.Fatal("MainWithContext did not return within 45s of cancellation")
+		t.Fatal("Run did not return within 45s of cancellation")
 	}
 	step("returned")
 	if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 		conn.Close()
-		t.Errorf("webhook port %d still accepts connections after MainWithContext returned", port)
+		t.Errorf("webhook port %d still accepts connections after Run returned", port)
 	}
 }
 
-func createNamespace(t *testing.T, kube kubernetes.Interface, prefix string) string {
+func createNamespace(t testing.TB, kube kubernetes.Interface, prefix string) string {
 	t.Helper()
 	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix},
@@ -161,5 +162,103 @@ func createConfigMap(t *testing.T, kube kubernetes.Interface, namespace, name st
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create ConfigMap %s/%s: %v", namespace, name, err)
+	}
+}
+
+// startupBinder is a reconciler wired as knative's walkthrough wires a
+// BaseReconciler, field by field: LeaderAwareFuncs embedded with no
+// PromoteFunc, and a Reconcile that does nothing as a follower. As leader
+// it marks the ConfigMap it reconciles bound.
+type startupBinder struct {
+	controller.LeaderAwareFuncs
+	kube kubernetes.Interface
+}
+
+func (b *startupBinder) Reconcile(ctx context.Context, key string) error {
+	if !b.IsLeader() {
+		return nil
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return controller.NewPermanentError(err)
+	}
+	_, err = b.kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"bindkit.dev/bound":"true"}}}`), metav1.PatchOptions{})
+	return err
+}
+
+// TestObjectsThatExistAtStartUpAreReconciledWithRealAPIServer runs Run, as a
+// binary would, over 200 objects that exist before the process starts,
+// with a leader-only reconciler that has no PromoteFunc. Whether the
+// process is promoted right after its workers start (--disable-ha) or
+// through a Lease (workers reconcile, and skip, every object as a follower
+// first), every object is reconciled by the leader.
+func TestObjectsThatExistAtStartUpAreReconciledWithRealAPIServer(t *testing.T) {
+	env := controlPlane.Env(t)
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	for _, disableHA := range []bool{true, false} {
+		t.Run(fmt.Sprintf("disable-ha=%v", disableHA), func(t *testing.T) {
+			systemNS := createNamespace(t, kube, "startup-system-")
+			appNS := createNamespace(t, kube, "startup-app-")
+			const n = 200
+			for i := range n {
+				createConfigMap(t, kube, appNS, fmt.Sprintf("b-%03d", i), nil)
+			}
+
+			logs := &syncBuffer{}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			ctx = WithFlags(ctx, Flags{Kubeconfig: env.KubeconfigPath, DisableHA: disableHA, ProbePort: freePort(t)})
+			ctx = injection.WithSystemNamespace(ctx, systemNS)
+			ctx = WithLogOutput(ctx, logs)
+			ctor := func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
+				r := &startupBinder{kube: injection.KubeClient(ctx)}
+				impl := controller.NewImpl(r, logging.FromContext(ctx), "startup")
+				injection.KubeInformerFactory(ctx).Core().V1().ConfigMaps().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+					FilterFunc: controller.FilterWithNamespace(appNS),
+					Handler:    controller.HandleAll(impl.Enqueue),
+				})
+				return impl
+			}
+			var runErr error
+			exited := make(chan struct{})
+			go func() {
+				runErr = Run(ctx, "startup", ctor)
+				close(exited)
+			}()
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("process logs:\n%s", logs.String())
+				}
+			})
+
+			poll(t, "every ConfigMap that existed at start-up bound", func(ctx context.Context) (bool, error) {
+				select {
+				case <-exited:
+					return false, fmt.Errorf("Run returned early: %w", runErr)
+				default:
+				}
+				list, err := kube.CoreV1().ConfigMaps(appNS).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, nil
+				}
+				bound := 0
+				for _, cm := range list.Items {
+					if cm.Annotations["bindkit.dev/bound"] == "true" {
+						bound++
+					}
+				}
+				return bound == n, nil
+			})
+			cancel()
+			select {
+			case <-exited:
+				if runErr != nil {
+					t.Errorf("Run = %v, want nil", runErr)
+				}
+			case <-time.After(45 * time.Second):
+				t.Fatal("Run did not return within 45s of cancellation")
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/configmap"
 	"github.com/bindkit/bindkit/controller"
@@ -42,9 +43,9 @@ const CacheSyncTimeout = 2 * time.Minute
 
 // Main runs the controllers ctors build, and the admission webhook if any
 // of them is an admission controller, as the process component: it parses
-// os.Args (see ParseFlags), stops on SIGINT or SIGTERM and exits. It exits
-// 0 after a signal-driven shutdown, 2 on a bad command line (0 for -h) and
-// 1, with the error on stderr, when start-up or a component fails.
+// os.Args (see ParseFlags), stops on SIGINT or SIGTERM and returns after a
+// signal-driven shutdown. It exits 2 on a bad command line (0 for -h) and
+// 1, with the reason on stderr, when start-up or a component fails.
 func Main(component string, ctors ...Constructor) {
 	flags, err := ParseFlags(component, os.Args[1:], os.Stderr)
 	switch {
@@ -55,39 +56,52 @@ func Main(component string, ctors ...Constructor) {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = MainWithContext(WithFlags(ctx, flags), component, ctors...)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)
+	defer stop()
+	MainWithContext(WithFlags(ctx, flags), component, ctors...)
+}
+
+// MainWithContext is Main without flags or signals, shaped like knative's:
+// it takes its settings from ctx (see Run) and runs until ctx ends, then
+// returns. A caller has nothing to check: when start-up or a component
+// fails, MainWithContext logs the reason, writes it to stderr and exits the
+// process with status 1 (after Run's cleanup), so a process that could not
+// start never exits 0. Tests, which must not exit, call Run.
+func MainWithContext(ctx context.Context, component string, ctors ...Constructor) {
+	if err := Run(ctx, component, ctors...); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)
 	}
 }
 
-// MainWithContext is Main without flags, signals or exit: it takes its
-// settings from ctx (WithFlags, WithLogLevel, WithLogOutput, and
-// injection.WithSystemNamespace or $SYSTEM_NAMESPACE) and runs until ctx
-// ends.
+// Run is what MainWithContext does, returning the error instead of exiting.
+// It takes its settings from ctx: WithFlags (checked with Flags.Validate),
+// WithLogLevel, WithLogOutput, and injection.WithSystemNamespace or
+// $SYSTEM_NAMESPACE.
 //
-// In order, it builds the clients and informers (injection.New), calls
-// every constructor, finds the Impls whose Reconciler is a
-// webhook.AdmissionController and, if there are any, adds a controller for
-// the webhook's certificates Secret and a webhook server routing to them.
-// It then starts the config-logging watcher and the informers and waits
-// for their caches (at most CacheSyncTimeout), runs WorkersPerController
-// workers per Impl, promotes every Impl at once under DisableHA or else
-// campaigns for a Lease named component in the system namespace
-// (controller.RunLeaderElected), and serves the webhook, or health probes
-// on ProbePort when there is none. The certificates controller writes only
-// while leader, like any LeaderAware reconciler.
+// In order, it builds the clients (rate-limited by --kube-api-qps and
+// --kube-api-burst) and informers (resynced every --resync-period) with
+// injection.New, calls every constructor, finds the Impls whose Reconciler
+// is a webhook.AdmissionController and, if there are any, adds a controller
+// for the webhook's certificates Secret and a webhook server routing to
+// them. It then starts the config-logging watcher and the informers and
+// waits for their caches (at most CacheSyncTimeout), runs
+// WorkersPerController workers per Impl, promotes every Impl at once under
+// DisableHA or else campaigns for a Lease named component in the system
+// namespace (controller.RunLeaderElected, with a client of its own), and
+// serves the webhook, or health probes on ProbePort when there is none. The
+// certificates controller writes only while leader, like any LeaderAware
+// reconciler.
 //
 // When ctx ends it drains in order: the webhook turns unready, keeps
 // serving for its grace period and finishes its requests; then the Impls
-// finish their reconciles and leadership is released; then the informers
-// stop. It returns nil after such a shutdown, with every goroutine it
-// started ended. It returns an error, after the same cleanup, when
+// finish their reconciles, still as leader; then leadership is released
+// (the Impls are demoted and the Lease freed for another replica); then
+// the informers stop. It returns nil after such a shutdown, with every
+// goroutine it started ended. It returns an error that starts with
+// component, after the same cleanup, when the settings are invalid,
 // start-up fails or a component (the webhook, leader election, an Impl)
 // fails while running.
-func MainWithContext(ctx context.Context, component string, ctors ...Constructor) error {
+func Run(ctx context.Context, component string, ctors ...Constructor) error {
 	return newProcess(ctx, component).main(ctx, ctors)
 }
 
@@ -118,7 +132,7 @@ func (p *process) main(ctx context.Context, ctors []Constructor) error {
 // fakes instead of a rest.Config.
 type clientsKey struct{}
 
-type newInjectionFunc func(ctx context.Context) (context.Context, *injection.InformerSet, error)
+type newInjectionFunc func(ctx context.Context, opts ...injection.Option) (context.Context, *injection.InformerSet, error)
 
 type process struct {
 	component string
@@ -133,6 +147,9 @@ type process struct {
 }
 
 func (p *process) run(ctx context.Context, ctors []Constructor) error {
+	if err := p.flags.Validate(); err != nil {
+		return err
+	}
 	namespace, err := systemNamespace(ctx)
 	if err != nil {
 		return err
@@ -146,15 +163,15 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	defer stopBase()
 	newInjection, ok := ctx.Value(clientsKey{}).(newInjectionFunc)
 	if !ok {
-		newInjection = func(ctx context.Context) (context.Context, *injection.InformerSet, error) {
+		newInjection = func(ctx context.Context, opts ...injection.Option) (context.Context, *injection.InformerSet, error) {
 			cfg, err := restConfig(p.flags)
 			if err != nil {
 				return nil, nil, err
 			}
-			return injection.New(ctx, cfg)
+			return injection.New(ctx, cfg, opts...)
 		}
 	}
-	ictx, informers, err := newInjection(base)
+	ictx, informers, err := newInjection(base, injectionOptions(p.flags)...)
 	if err != nil {
 		return err
 	}
@@ -165,6 +182,7 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	defer cmw.Shutdown()
 	cmw.Watch(ConfigLoggingName, levelObserver(p.component, p.level, logger))
 
+	ictx = withWebhookOptions(ictx, p.flags, logger)
 	impls, err := construct(ictx, cmw, ctors)
 	if err != nil {
 		return err
@@ -237,8 +255,15 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	if p.certs != nil {
 		all = append(append([]*controller.Impl(nil), impls...), p.certs)
 	}
+	// Workers and leadership end separately: the Impls drain while this
+	// replica still leads, and only then is the lease released, so no
+	// reconcile is cut short by an orderly shutdown and no other replica
+	// writes while this one's reconciles finish.
 	work, stopWork := context.WithCancel(base)
 	defer stopWork()
+	lead, stopLeading := context.WithCancel(base)
+	defer stopLeading()
+	var leaderWG sync.WaitGroup
 	for _, impl := range all {
 		wg.Go(func() { report(impl.Run(work, WorkersPerController)) })
 	}
@@ -246,14 +271,8 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 		for _, impl := range all {
 			impl.Promote()
 		}
-	} else {
-		identity, err := identity()
-		if err != nil {
-			report(err)
-		} else {
-			cfg := controller.LeaderElectionConfig{Namespace: namespace, Name: p.component, Identity: identity}
-			wg.Go(func() { report(controller.RunLeaderElected(work, kube, cfg, all...)) })
-		}
+	} else if err := p.campaign(lead, ictx, namespace, kube, all, &leaderWG, report); err != nil {
+		report(err)
 	}
 	if server != nil {
 		webhookLn := ln
@@ -273,10 +292,33 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	stopServers()
 	stopWork()
 	wg.Wait()
+	stopLeading()
+	leaderWG.Wait()
+	if p.flags.DisableHA {
+		for _, impl := range all {
+			impl.Demote()
+		}
+	}
 	stopBase()
 	informers.Shutdown()
 	cmw.Shutdown()
 	return errors.Join(runErrs...)
+}
+
+// campaign starts leader election for impls on wg until ctx ends, with a
+// client of its own.
+func (p *process) campaign(ctx, ictx context.Context, namespace string, kube kubernetes.Interface, impls []*controller.Impl, wg *sync.WaitGroup, report func(error)) error {
+	id, err := identity()
+	if err != nil {
+		return err
+	}
+	client, err := electionClient(ictx, kube)
+	if err != nil {
+		return err
+	}
+	cfg := controller.LeaderElectionConfig{Namespace: namespace, Name: p.component, Identity: id}
+	wg.Go(func() { report(controller.RunLeaderElected(ctx, client, cfg, impls...)) })
+	return nil
 }
 
 // waitForCaches starts the ConfigMap watcher and the informers on base and

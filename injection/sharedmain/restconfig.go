@@ -13,8 +13,18 @@ import (
 // restConfig finds the API server: --kubeconfig, else $KUBECONFIG, else the
 // in-cluster service account; --server overrides the URL of any of them.
 // ~/.kube/config is deliberately not read: a process in a pod must not pick
-// up a developer's cluster by accident.
+// up a developer's cluster by accident. The clients' rate limits come from
+// --kube-api-qps and --kube-api-burst, whatever the source.
 func restConfig(f Flags) (*rest.Config, error) {
+	cfg, err := findServer(f)
+	if err != nil {
+		return nil, err
+	}
+	applyClientFlags(cfg, f.withDefaults())
+	return cfg, nil
+}
+
+func findServer(f Flags) (*rest.Config, error) {
 	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
 	if f.Kubeconfig == "" && env == "" {
 		cfg, err := rest.InClusterConfig()

@@ -1,24 +1,15 @@
 package demo
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"syscall"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,11 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
-	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/internal/testenv"
-	"github.com/bindkit/bindkit/webhook"
 )
 
 // Names the demo uses; config/ uses the same for a cluster.
@@ -70,7 +58,7 @@ func Run(ctx context.Context, out io.Writer, env *testenv.Environment, opts Opti
 
 	binary := filepath.Join(env.Dir, "githubbinding-controller")
 	d.step("building the githubbinding controller (%s)", ControllerPackage)
-	if err := d.build(ctx, binary); err != nil {
+	if err := BuildController(ctx, opts.RepoRoot, binary); err != nil {
 		return err
 	}
 	port, err := testenv.FreePort()
@@ -81,21 +69,21 @@ func Run(ctx context.Context, out io.Writer, env *testenv.Environment, opts Opti
 		return err
 	}
 	d.step("starting the controller and its webhook on 127.0.0.1:%d", port)
-	ctrl, err := d.startController(binary, port)
+	ctrl, err := StartController(env, binary, port, "--disable-ha")
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if stopErr := ctrl.stop(); stopErr != nil {
+		if stopErr := ctrl.Stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		} else if err == nil {
 			d.step("controller stopped with SIGTERM and exited 0")
 		}
 		if err != nil {
-			err = fmt.Errorf("%w\nlast lines of the controller's log:\n%s", err, ctrl.logTail())
+			err = fmt.Errorf("%w\nlast lines of the controller's log:\n%s", err, ctrl.LogTail(30))
 		}
 	}()
-	if err := d.waitReady(ctx, port); err != nil {
+	if err := WaitReady(ctx, d.kube, port, opts.Timeout); err != nil {
 		return err
 	}
 	return d.walkthrough(ctx)
@@ -111,17 +99,9 @@ type demo struct {
 
 func (d *demo) step(format string, args ...any) { fmt.Fprintf(d.out, "==> "+format+"\n", args...) }
 
-func (d *demo) build(ctx context.Context, binary string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, ControllerPackage)
-	cmd.Dir = d.opts.RepoRoot
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %w\n%s", ControllerPackage, err, output)
-	}
-	return nil
-}
-
-// installWebhook creates what config/ installs in a cluster, with a URL
-// client config to 127.0.0.1 instead of a Service.
+// installWebhook creates the namespaces and the webhook configuration
+// config/ installs in a cluster, with a URL client config to 127.0.0.1
+// instead of a Service.
 func (d *demo) installWebhook(ctx context.Context, port int) error {
 	for _, ns := range []string{SystemNamespace, DemoNamespace} {
 		_, err := d.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -129,107 +109,14 @@ func (d *demo) installWebhook(ctx context.Context, port int) error {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	_, err := d.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: WebhookConfigName},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    WebhookConfigName,
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			TimeoutSeconds:          ptr.To[int32](10),
-		}},
-	}, metav1.CreateOptions{})
+	cfg, err := WebhookConfiguration(d.opts.RepoRoot, port)
 	if err != nil {
+		return err
+	}
+	if _, err := d.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create MutatingWebhookConfiguration %s: %w", WebhookConfigName, err)
 	}
 	return nil
-}
-
-// controllerProcess is the running controller.
-type controllerProcess struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan error
-}
-
-func (d *demo) startController(binary string, port int) (*controllerProcess, error) {
-	logPath := filepath.Join(d.env.Dir, "githubbinding-controller.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(binary,
-		"--kubeconfig="+d.env.KubeconfigPath,
-		"--disable-ha",
-		"--webhook-address=127.0.0.1",
-		"--webhook-port="+strconv.Itoa(port),
-		"--webhook-ip-sans=127.0.0.1",
-	)
-	cmd.Env = append(os.Environ(), "SYSTEM_NAMESPACE="+SystemNamespace)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start controller: %w", err)
-	}
-	p := &controllerProcess{cmd: cmd, logPath: logPath, done: make(chan error, 1)}
-	go func() {
-		p.done <- cmd.Wait()
-		logFile.Close()
-	}()
-	return p, nil
-}
-
-// stop sends SIGTERM and expects a clean exit within the drain period.
-func (p *controllerProcess) stop() error {
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("controller: SIGTERM: %w", err)
-	}
-	select {
-	case err := <-p.done:
-		if err != nil {
-			return fmt.Errorf("controller did not exit cleanly after SIGTERM: %w", err)
-		}
-		return nil
-	case <-time.After(60 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-		return errors.New("controller did not exit within 60s of SIGTERM; killed")
-	}
-}
-
-func (p *controllerProcess) logTail() string {
-	data, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	return string(bytes.Join(lines[max(0, len(lines)-30):], []byte("\n")))
-}
-
-// waitReady waits for the certificates Secret and for /readyz to answer
-// 200 over TLS, trusting the CA the controller generated.
-func (d *demo) waitReady(ctx context.Context, port int) error {
-	keys := certificates.DefaultDataKeys()
-	return d.poll(ctx, "controller ready", func(ctx context.Context) (string, error) {
-		secret, err := d.kube.CoreV1().Secrets(SystemNamespace).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{})
-		if err != nil || len(secret.Data[keys.CACert]) == 0 {
-			return "certificates Secret not written yet", nil
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(secret.Data[keys.CACert])
-		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.ReadyzPath))
-		if err != nil {
-			return err.Error(), nil
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return "readyz: " + resp.Status, nil
-		}
-		return "", nil
-	})
 }
 
 func (d *demo) walkthrough(ctx context.Context) error {

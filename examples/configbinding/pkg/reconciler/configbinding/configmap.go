@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,14 +20,33 @@ import (
 // for humans and selectors; ownership itself is the owner reference.
 const BindingLabel = "bindings.bindkit.dev/configbinding"
 
-// ConfigMapName is the ConfigMap that holds the data of the ConfigBinding
-// called bindingName, in the Binding's namespace.
-func ConfigMapName(bindingName string) string { return "configbinding-" + bindingName }
+// ConfigMapName is the ConfigMap that holds the data of ConfigBinding b, in
+// b's namespace: "configbinding-<name>-<uid>", with the first ten hex digits
+// of b's UID. The UID makes the name the Binding's own: a ConfigMap that
+// someone else created beforehand cannot have it by accident, so Do never
+// points a subject at someone else's data; and a Binding deleted and
+// created again under the same name gets a new ConfigMap rather than the
+// old one's leftovers.
+func ConfigMapName(b metav1.Object) string {
+	uid := strings.ReplaceAll(string(b.GetUID()), "-", "")
+	if len(uid) > 10 {
+		uid = uid[:10]
+	}
+	name := b.GetName()
+	// A DNS subdomain has at most 253 characters.
+	if limit := 253 - len("configbinding--") - len(uid); len(name) > limit {
+		name = strings.TrimRight(name[:limit], ".-")
+	}
+	if uid == "" {
+		return "configbinding-" + name
+	}
+	return "configbinding-" + name + "-" + uid
+}
 
 // WithContext is the psbinding.BindableContext of ConfigBindings: it puts
 // the Binding's ConfigMap name in the context Do and Undo run in.
 func WithContext(ctx context.Context, b psbinding.Bindable) (context.Context, error) {
-	return v1alpha1.WithConfigMapName(ctx, ConfigMapName(b.GetName())), nil
+	return v1alpha1.WithConfigMapName(ctx, ConfigMapName(b)), nil
 }
 
 // ConfigMapReconciler implements psbinding.SubResourcesReconcilerInterface
@@ -49,7 +69,7 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, b psbinding.Bindabl
 	if err != nil {
 		return err
 	}
-	name := ConfigMapName(cb.Name)
+	name := ConfigMapName(cb)
 	current, err := r.Lister.ConfigMaps(cb.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		if _, err := r.Kube.CoreV1().ConfigMaps(cb.Namespace).Create(ctx, desiredConfigMap(cb), metav1.CreateOptions{}); err != nil {
@@ -87,7 +107,7 @@ func (r *ConfigMapReconciler) ReconcileDeletion(ctx context.Context, b psbinding
 	if err != nil {
 		return err
 	}
-	name := ConfigMapName(cb.Name)
+	name := ConfigMapName(cb)
 	current, err := r.Lister.ConfigMaps(cb.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -110,7 +130,7 @@ func desiredConfigMap(cb *v1alpha1.ConfigBinding) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:       cb.Namespace,
-			Name:            ConfigMapName(cb.Name),
+			Name:            ConfigMapName(cb),
 			Labels:          map[string]string{BindingLabel: cb.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cb, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.Kind))},
 		},

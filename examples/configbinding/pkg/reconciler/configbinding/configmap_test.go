@@ -36,7 +36,7 @@ func ownedConfigMap(data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: "configbinding-cfg", UID: "cm-uid", ResourceVersion: "1",
+			Namespace: ns, Name: "configbinding-cfg-bindinguid", UID: "cm-uid", ResourceVersion: "1",
 			Labels: map[string]string{BindingLabel: "cfg"},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "bindings.bindkit.dev/v1alpha1", Kind: "ConfigBinding", Name: "cfg", UID: "binding-uid",
@@ -107,7 +107,7 @@ func TestConfigMapReconcilerReconcile(t *testing.T) {
 			if got := len(kube.Actions()); got != tc.writes {
 				t.Errorf("%d writes, want %d: %v", got, tc.writes, kube.Actions())
 			}
-			got, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "configbinding-cfg", metav1.GetOptions{})
+			got, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "configbinding-cfg-bindinguid", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +140,7 @@ func TestConfigMapReconcilerReconcileDeletion(t *testing.T) {
 			if err := r.ReconcileDeletion(context.Background(), newConfigBinding()); err != nil {
 				t.Fatalf("ReconcileDeletion: %v", err)
 			}
-			_, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "configbinding-cfg", metav1.GetOptions{})
+			_, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "configbinding-cfg-bindinguid", metav1.GetOptions{})
 			if gone := apierrors.IsNotFound(err); gone != tc.wantGone {
 				t.Errorf("ConfigMap gone = %v (get error %v), want %v", gone, err, tc.wantGone)
 			}
@@ -154,7 +154,7 @@ func TestWithContextNamesTheConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	name, ok := v1alpha1.ConfigMapNameFrom(ctx)
-	if diff := cmp.Diff("configbinding-cfg", name); diff != "" || !ok {
+	if diff := cmp.Diff("configbinding-cfg-bindinguid", name); diff != "" || !ok {
 		t.Errorf("ConfigMap name in context (-want +got), ok=%v:\n%s", ok, diff)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/configbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/injectiontest"
@@ -46,7 +47,7 @@ func newDeployment(envFrom ...corev1.EnvFromSource) *appsv1.Deployment {
 	}
 }
 
-var fromOwnConfigMap = corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "configbinding-cfg"}}}
+var fromOwnConfigMap = corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "configbinding-cfg-bindinguid"}}}
 
 // setup builds NewController over fakes seeded with objects, starts the
 // informers and promotes the reconciler.
@@ -88,7 +89,7 @@ func TestNewControllerBindsAndOwnsConfigMap(t *testing.T) {
 	if diff := cmp.Diff([]corev1.EnvFromSource{fromOwnConfigMap}, deploymentEnvFrom(t, fakes)); diff != "" {
 		t.Errorf("Deployment envFrom (-want +got):\n%s", diff)
 	}
-	cm, err := fakes.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "configbinding-cfg", metav1.GetOptions{})
+	cm, err := fakes.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "configbinding-cfg-bindinguid", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("ConfigMap: %v", err)
 	}
@@ -104,7 +105,9 @@ func TestNewControllerDeletionUnbindsAndDeletesConfigMap(t *testing.T) {
 	b := newConfigBinding()
 	b.Finalizers = []string{finalizer}
 	b.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0)}
-	r, fakes := setup(t, b, newDeployment(fromOwnConfigMap), ownedConfigMap(b.Spec.Data))
+	bound := newDeployment(fromOwnConfigMap)
+	bound.Annotations = map[string]string{duck.BoundAnnotation: "configbindings.bindings.bindkit.dev/cfg:1"}
+	r, fakes := setup(t, b, bound, ownedConfigMap(b.Spec.Data))
 
 	if err := r.Reconcile(t.Context(), ns+"/cfg"); err != nil {
 		t.Fatalf("Reconcile: %v", err)
@@ -112,7 +115,7 @@ func TestNewControllerDeletionUnbindsAndDeletesConfigMap(t *testing.T) {
 	if got := deploymentEnvFrom(t, fakes); len(got) != 0 {
 		t.Errorf("Deployment envFrom after deletion = %v, want none", got)
 	}
-	if _, err := fakes.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "configbinding-cfg", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := fakes.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "configbinding-cfg-bindinguid", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ConfigMap after deletion: err = %v, want NotFound", err)
 	}
 	u, err := fakes.Dynamic.Resource(v1alpha1.GroupVersionResource()).Namespace(ns).Get(t.Context(), "cfg", metav1.GetOptions{})
@@ -166,7 +169,8 @@ func TestNewWebhookAdmitsWithContext(t *testing.T) {
 	if err := json.Unmarshal(resp.Patch, &ops); err != nil {
 		t.Fatalf("decode patch %s: %v", resp.Patch, err)
 	}
-	want := `[{"op":"add","path":"/spec/template/spec/containers/0/envFrom","value":[{"configMapRef":{"name":"configbinding-cfg"}}]}]`
+	want := `[{"op":"add","path":"/metadata/annotations","value":{"bindings.bindkit.dev/bound":"configbindings.bindings.bindkit.dev/cfg:1"}},` +
+		`{"op":"add","path":"/spec/template/spec/containers/0/envFrom","value":[{"configMapRef":{"name":"configbinding-cfg-bindinguid"}}]}]`
 	got, _ := json.Marshal(ops)
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("admission patch (-want +got):\n%s", diff)

@@ -203,7 +203,7 @@ func TestNewWebhookAdmitsAndProgramsConfiguration(t *testing.T) {
 		paths = append(paths, op.Operation+" "+op.Path)
 	}
 	slices.Sort(paths)
-	want := []string{"add /spec/template/spec/containers/0/volumeMounts", "add /spec/template/spec/volumes"}
+	want := []string{"add /metadata/annotations", "add /spec/template/spec/containers/0/volumeMounts", "add /spec/template/spec/volumes"}
 	if diff := cmp.Diff(want, paths); diff != "" {
 		t.Errorf("admission patch (-want +got):\n%s\npatch: %s", diff, resp.Patch)
 	}
