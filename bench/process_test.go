@@ -4,12 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,18 +17,14 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
-	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/internal/demo"
 	"github.com/bindkit/bindkit/internal/testenv"
-	"github.com/bindkit/bindkit/webhook"
 )
 
 // The programs the process benchmarks build, each once per test binary,
@@ -101,9 +94,9 @@ func buildBinary(tb testing.TB, pkg string) string {
 }
 
 // installWebhook creates what config/ installs in a cluster for the example
-// (the system namespace and the MutatingWebhookConfiguration with no rules),
-// with a URL client config to 127.0.0.1:port instead of a Service, as the
-// demo does. The controller's leader fills in rules, selectors, path and CA.
+// (the system namespace and config/500-webhook-configuration.yaml), with a
+// URL client config to 127.0.0.1:port instead of the Service, as the demo
+// does. The controller's leader fills in rules, selectors and the CA.
 func installWebhook(tb testing.TB, kube kubernetes.Interface, port int) {
 	tb.Helper()
 	ctx := context.Background()
@@ -111,20 +104,12 @@ func installWebhook(tb testing.TB, kube kubernetes.Interface, port int) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatalf("create namespace %s: %v", demo.SystemNamespace, err)
 	}
-	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	_, err = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: githubbinding.WebhookConfigurationName},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    githubbinding.WebhookConfigurationName,
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			TimeoutSeconds:          ptr.To[int32](10),
-		}},
-	}, metav1.CreateOptions{})
+	mwc, err := demo.WebhookConfiguration("..", port)
 	if err != nil {
-		tb.Fatalf("create MutatingWebhookConfiguration %s: %v", githubbinding.WebhookConfigurationName, err)
+		tb.Fatal(err)
+	}
+	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		tb.Fatalf("create MutatingWebhookConfiguration %s: %v", mwc.Name, err)
 	}
 }
 
@@ -285,27 +270,10 @@ func startController(tb testing.TB, env *testenv.Environment, binary string, por
 		"--webhook-port=" + strconv.Itoa(port),
 		"--webhook-ip-sans=127.0.0.1",
 	}, append([]string{"SYSTEM_NAMESPACE=" + demo.SystemNamespace}, extraEnv...), false)
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	keys := certificates.DefaultDataKeys()
-	poll(tb, 2*time.Minute, "controller ready", func() (bool, error) {
-		if err := p.exited(); err != nil {
-			return false, err
-		}
-		secret, err := kube.CoreV1().Secrets(demo.SystemNamespace).Get(context.Background(), webhook.DefaultSecretName, metav1.GetOptions{})
-		if err != nil || len(secret.Data[keys.CACert]) == 0 {
-			return false, nil
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(secret.Data[keys.CACert])
-		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		defer client.CloseIdleConnections()
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.ReadyzPath))
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	if err := demo.WaitReady(context.Background(), kubernetes.NewForConfigOrDie(env.Config), port, 2*time.Minute); err != nil {
+		p.stop(tb)
+		tb.Fatalf("%v\n%s", err, p.logTail())
+	}
 	return p
 }
 
