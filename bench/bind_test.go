@@ -63,7 +63,7 @@ const (
 // it (etcd-cpu-s/op), the requests the
 // kube-apiserver counted on deployments by verb (get/op, patch/op) and its
 // calls of the webhook (webhook-calls/op), and for bindkit the controller's
-// peak resident set over its whole life (peak-rss-MB, VmHWM).
+// peak resident set over its whole life (peak-rss-B, VmHWM).
 //
 // With BINDKIT_BENCH_CPUPROFILE=<dir> the controller is the profiled build
 // of the same main (cmd/githubbinding-profiled), and each timed part's CPU
@@ -175,7 +175,7 @@ func (m *runMetrics) report(b *testing.B, n int) {
 	b.ReportMetric(m.requests["PATCH"]/float64(b.N), "patch/op")
 	b.ReportMetric(m.requests["webhook"]/float64(b.N), "webhook-calls/op")
 	if m.peak > 0 {
-		b.ReportMetric(float64(m.peak)/(1<<20), "peak-rss-MB")
+		b.ReportMetric(float64(m.peak), "peak-rss-B")
 	}
 }
 

@@ -55,7 +55,7 @@ var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", R
 // informer; impl=typed-no-managedfields, a diagnostic, drops managedFields
 // with a transform. Each iteration collects garbage, builds and starts the
 // cache and waits for it to sync (sec/op: list and sync), collects garbage
-// again and reports the growth of HeapInuse (heap-MB, heap-B/object) with
+// again and reports the growth of HeapInuse (heap-B, heap-B/object) with
 // the cache live, then stops it.
 //
 // cache=process, separate processes: impl=bindkit is the example controller
@@ -65,10 +65,10 @@ var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", R
 // which the reconciler reports after the cache synced. impl=typed is
 // cmd/typedinformer, client-go's typed Deployment informer alone; sec/op
 // runs from its go-ahead until it reports its cache synced. Each reports
-// its resident set settle after sync (rss-MB, VmRSS) and its peak
-// (peak-rss-MB, VmHWM), and both again less the same process's figures
-// with no Deployment in the cluster, measured first (cache-rss-MB,
-// cache-peak-MB): what the cache of 10,000 costs the process.
+// its resident set settle after sync (rss-B, VmRSS) and its peak
+// (peak-rss-B, VmHWM), and both again less the same process's figures
+// with no Deployment in the cluster, measured first (cache-rss-B,
+// cache-peak-B): what the cache of 10,000 costs the process.
 //
 // Run it with
 //
@@ -164,7 +164,7 @@ func BenchmarkSubjectCache10000(b *testing.B) {
 				grown = after - min(before, after)
 				b.StartTimer()
 			}
-			b.ReportMetric(float64(grown)/(1<<20), "heap-MB")
+			b.ReportMetric(float64(grown), "heap-B")
 			b.ReportMetric(float64(grown)/memorySubjects, "heap-B/object")
 		})
 	}
@@ -187,11 +187,11 @@ func BenchmarkSubjectCache10000(b *testing.B) {
 				b.StartTimer()
 			}
 			base := baseline[c.name]
-			b.ReportMetric(float64(m.rss)/(1<<20), "rss-MB")
-			b.ReportMetric(float64(m.hwm)/(1<<20), "peak-rss-MB")
-			b.ReportMetric((float64(m.rss)-float64(base.rss))/(1<<20), "cache-rss-MB")
-			b.ReportMetric((float64(m.hwm)-float64(base.hwm))/(1<<20), "cache-peak-MB")
-			b.Logf("%s with no Deployments: rss %.1f MB, peak %.1f MB", c.name, float64(base.rss)/(1<<20), float64(base.hwm)/(1<<20))
+			b.ReportMetric(float64(m.rss), "rss-B")
+			b.ReportMetric(float64(m.hwm), "peak-rss-B")
+			b.ReportMetric(float64(m.rss)-float64(base.rss), "cache-rss-B")
+			b.ReportMetric(float64(m.hwm)-float64(base.hwm), "cache-peak-B")
+			b.Logf("%s with no Deployments: rss %.1f MiB, peak %.1f MiB", c.name, float64(base.rss)/(1<<20), float64(base.hwm)/(1<<20))
 		})
 	}
 }
