@@ -8,4 +8,4 @@ import (
 
 var controlPlane testenv.Shared
 
-func TestMain(m *testing.M) { controlPlane.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(m, &controlPlane, &audited) }

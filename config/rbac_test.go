@@ -27,13 +27,13 @@ var allowlist = map[grant][]string{
 	{"cluster", "apps/statefulsets"}:                                          {"get", "list", "watch", "patch"},
 	{"cluster", "apps/daemonsets"}:                                            {"get", "list", "watch", "patch"},
 	{"cluster", "apps/replicasets"}:                                           {"get", "list", "watch", "patch"},
-	{"cluster", "batch/jobs"}:                                                 {"get", "list", "watch", "patch"},
+	{"cluster", "/namespaces"}:                                                {"list", "watch"},
 	{"cluster", "batch/cronjobs"}:                                             {"get", "list", "watch", "patch"},
-	{"cluster", "admissionregistration.k8s.io/mutatingwebhookconfigurations"}: {"get", "list", "watch", "update"},
+	{"cluster", "admissionregistration.k8s.io/mutatingwebhookconfigurations"}: {"list", "watch", "update"},
 	{"cluster", "/events"}:                                                    {"create", "patch"},
 	{"bindkit-system", "coordination.k8s.io/leases"}:                          {"get", "create", "update"},
-	{"bindkit-system", "/secrets"}:                                            {"get", "list", "watch", "create", "update"},
-	{"bindkit-system", "/configmaps"}:                                         {"get", "list", "watch"},
+	{"bindkit-system", "/secrets"}:                                            {"list", "watch", "create", "update"},
+	{"bindkit-system", "/configmaps"}:                                         {"list", "watch"},
 }
 
 // resourceNames pins grants that must stay limited to named objects.

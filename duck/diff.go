@@ -307,7 +307,16 @@ func (p *patcher) diffSlice(a, b reflect.Value) {
 	common := min(ma, mb)
 	for i := head; i < head+common; i++ {
 		p.pushIndex(i)
-		p.diffPresent(a.Index(i), b.Index(i))
+		ai, bi := a.Index(i), b.Index(i)
+		if ai.Kind() == reflect.Struct && ai.IsZero() {
+			// A zero element may be a JSON null, inside which no finer
+			// operation applies.
+			if !p.table.equal(ai, bi) {
+				p.emit("replace", bi.Interface())
+			}
+		} else {
+			p.diffPresent(ai, bi)
+		}
 		p.pop()
 	}
 	// Removals go from the highest index down so each index is still valid.

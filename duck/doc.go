@@ -25,6 +25,18 @@
 // caller extends it with With and passes the result to whatever needs it.
 // There is no global registry.
 //
+// # Decoding
+//
+// Shape.Decode reads a workload's JSON as the kube-apiserver does: field
+// names match case-sensitively (sigs.k8s.io/json) and a field WithPod
+// knows may not appear twice. A workload with no pod template where its
+// shape looks (absent or null) decodes with an error wrapping
+// ErrNoPodTemplate, beside its metadata; such a workload must never be
+// patched. FromUnstructured reports the same. Shape.Scan measures the JSON
+// first without allocating (list lengths, nesting, an estimate of the heap
+// decoding takes), and DecodeChecked lets a caller refuse, or budget for,
+// an object before any of it is decoded.
+//
 // # Patches
 //
 // Shape.CreatePatch diffs two WithPods, not two real objects: it compares
@@ -32,7 +44,10 @@
 // template's spec, and nothing else. A patch therefore never names a field
 // the duck type does not know, and fields the real object has beyond
 // WithPod (other spec fields, status, unknown fields a CRD preserves) are
-// left as they are. No change gives an empty patch.
+// left as they are. No change gives an empty patch. Every patch applies to
+// the JSON the WithPod was decoded from: where a zero value may be absent
+// or null in that JSON (metadata, a template's metadata, an element of a
+// list), the patch replaces it whole rather than reaching inside.
 //
 // # Informers
 //

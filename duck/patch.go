@@ -44,12 +44,10 @@ func (s Shape) CreatePatch(before, after *WithPod) ([]jsonpatch.JsonPatchOperati
 	if s.kind == kindRoot {
 		labels := mergeDelta(after.Labels, bt.Labels, at.Labels)
 		annotations := mergeDelta(after.Annotations, bt.Annotations, at.Annotations)
-		ops = diffStringMap(ops, "", "/metadata/labels", before.Labels, labels)
-		ops = diffStringMap(ops, "", "/metadata/annotations", before.Annotations, annotations)
+		ops = diffObjectMeta(ops, &before.ObjectMeta, labels, annotations)
 		return diffPodSpec(ops, "", &bt.Spec, &at.Spec), nil
 	}
-	ops = diffStringMap(ops, "", "/metadata/labels", before.Labels, after.Labels)
-	ops = diffStringMap(ops, "", "/metadata/annotations", before.Annotations, after.Annotations)
+	ops = diffObjectMeta(ops, &before.ObjectMeta, after.Labels, after.Annotations)
 
 	prefix := s.templatePointer()
 	if isZeroTemplate(bt) {
@@ -74,23 +72,40 @@ func isZeroTemplate(t *corev1.PodTemplateSpec) bool {
 	return reflect.ValueOf(t).Elem().IsZero()
 }
 
+// diffObjectMeta diffs the object's labels and annotations. An object whose
+// metadata decoded to nothing may have no metadata member, or a null one,
+// so changes then come as one "add" of the metadata object.
+func diffObjectMeta(ops []jsonpatch.Operation, before *metav1.ObjectMeta, labels, annotations map[string]string) []jsonpatch.Operation {
+	if reflect.ValueOf(before).Elem().IsZero() {
+		return addMeta(ops, "/metadata", labels, annotations)
+	}
+	ops = diffStringMap(ops, "", "/metadata/labels", before.Labels, labels)
+	return diffStringMap(ops, "", "/metadata/annotations", before.Annotations, annotations)
+}
+
+// addMeta appends the "add" of a metadata object holding labels and
+// annotations at path, unless both are empty.
+func addMeta(ops []jsonpatch.Operation, path string, labels, annotations map[string]string) []jsonpatch.Operation {
+	if len(labels) == 0 && len(annotations) == 0 {
+		return ops
+	}
+	value := map[string]map[string]string{}
+	if len(labels) > 0 {
+		value["labels"] = labels
+	}
+	if len(annotations) > 0 {
+		value["annotations"] = annotations
+	}
+	return append(ops, jsonpatch.Operation{Operation: "add", Path: path, Value: value})
+}
+
 // diffTemplateMeta diffs the labels and annotations of the template at
 // prefix. A template
 // whose metadata is all zero may have no metadata member at all, so new
 // labels or annotations then come as one "add" of the metadata object.
 func diffTemplateMeta(ops []jsonpatch.Operation, prefix string, before, after *metav1.ObjectMeta) []jsonpatch.Operation {
 	if reflect.ValueOf(before).Elem().IsZero() {
-		if len(after.Labels) == 0 && len(after.Annotations) == 0 {
-			return ops
-		}
-		value := map[string]map[string]string{}
-		if len(after.Labels) > 0 {
-			value["labels"] = after.Labels
-		}
-		if len(after.Annotations) > 0 {
-			value["annotations"] = after.Annotations
-		}
-		return append(ops, jsonpatch.Operation{Operation: "add", Path: prefix + "/metadata", Value: value})
+		return addMeta(ops, prefix+"/metadata", after.Labels, after.Annotations)
 	}
 	ops = diffStringMap(ops, prefix, "/metadata/labels", before.Labels, after.Labels)
 	return diffStringMap(ops, prefix, "/metadata/annotations", before.Annotations, after.Annotations)

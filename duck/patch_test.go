@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"gomodules.xyz/jsonpatch/v2"
+	jsonpatchv4 "gopkg.in/evanphx/json-patch.v4"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -345,5 +346,57 @@ func TestCreatePatchDeterministic(t *testing.T) {
 		if diff := cmp.Diff(formatOps(t, first), formatOps(t, again)); diff != "" {
 			t.Fatalf("patches of equal inputs differ (-first +again):\n%s", diff)
 		}
+	}
+}
+
+// TestCreatePatchAppliesWhereJSONIsNullOrAbsent covers what a typed diff
+// cannot see: a zero value may be absent or null in the JSON, where no
+// finer operation applies. Each patch is applied with the library the
+// kube-apiserver applies webhook patches with.
+func TestCreatePatchAppliesWhereJSONIsNullOrAbsent(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string
+		want string
+	}{{
+		name: "null container",
+		raw:  `{"metadata":{"name":"w"},"spec":{"template":{"spec":{"containers":[null,{"name":"b"}]}}}}`,
+		want: `{"metadata":{"annotations":{"bound":"yes"},"name":"w"},"spec":{"template":{"spec":{"containers":[{"name":"","env":[{"name":"BOUND","value":"yes"}],"resources":{}},{"env":[{"name":"BOUND","value":"yes"}],"name":"b"}]}}}}`,
+	}, {
+		name: "no metadata",
+		raw:  `{"spec":{"template":{"spec":{"containers":[{"name":"a"}]}}}}`,
+		want: `{"metadata":{"annotations":{"bound":"yes"}},"spec":{"template":{"spec":{"containers":[{"env":[{"name":"BOUND","value":"yes"}],"name":"a"}]}}}}`,
+	}, {
+		name: "null metadata",
+		raw:  `{"metadata":null,"spec":{"template":{"metadata":null,"spec":{"containers":[{"name":"a","env":null}]}}}}`,
+		want: `{"metadata":{"annotations":{"bound":"yes"}},"spec":{"template":{"metadata":null,"spec":{"containers":[{"env":[{"name":"BOUND","value":"yes"}],"name":"a"}]}}}}`,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, err := duck.PodSpecable().Decode([]byte(tt.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := before.DeepCopy()
+			after.Annotations = map[string]string{"bound": "yes"}
+			for i := range after.Spec.Template.Spec.Containers {
+				addEnv(&after.Spec.Template.Spec.Containers[i], "BOUND", "yes")
+			}
+			ops, err := duck.PodSpecable().CreatePatch(before, after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			patch, err := jsonpatchv4.DecodePatch(mustJSON(t, ops))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := patch.Apply([]byte(tt.raw))
+			if err != nil {
+				t.Fatalf("patch %s does not apply: %v", mustJSON(t, ops), err)
+			}
+			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
+				t.Errorf("patched (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

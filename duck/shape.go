@@ -1,15 +1,13 @@
 package duck
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	kjson "sigs.k8s.io/json"
 )
 
 type shapeKind uint8
@@ -105,80 +103,94 @@ func (s Shape) validate() error {
 	return nil
 }
 
+// ErrNoPodTemplate is wrapped by the error of Decode and FromUnstructured
+// for a workload that has no pod template where its Shape looks (the field
+// is absent or null). Such a workload must not be patched: a template
+// added where the object's schema keeps none is pruned or rejected by the
+// API server, so binding it never settles. Its message names the object and
+// the path, e.g. "example.com/v1 Widget ns/x: no pod template at
+// spec.template". A template that is present but not an object is a
+// different error.
+var ErrNoPodTemplate = errors.New("no pod template")
+
 // Decode reads a workload's JSON, e.g. the object of an AdmissionReview,
-// into a new WithPod. A template missing from the JSON decodes as the zero
-// template; a template path through something other than objects is an
-// error.
+// into a new WithPod, as the kube-apiserver decodes it: field names match
+// case-sensitively (a "SPEC" key is not spec) and a field WithPod knows
+// may appear only once. managedFields are skipped, as the informers drop
+// them. It is DecodeChecked with MaxDepth and no check.
+//
+// When the workload has no template where the shape looks, the error wraps
+// ErrNoPodTemplate and the WithPod returned with it holds the workload's
+// metadata and a zero template; every other error comes with a nil
+// WithPod. A path to the template through something other than an object
+// is an error.
 func (s Shape) Decode(raw []byte) (*WithPod, error) {
+	return s.DecodeChecked(raw, MaxDepth, nil)
+}
+
+// DecodeChecked is Decode in two steps: it scans raw (see Scan, with
+// maxDepth), passes the ObjectStats to check, and decodes only when check
+// returns nil. check's error is returned as is. It lets a caller refuse,
+// or budget for, a costly object before any of it is decoded.
+func (s Shape) DecodeChecked(raw []byte, maxDepth int, check func(ObjectStats) error) (*WithPod, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
+	}
+	res, err := s.scan(raw, maxDepth)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s workload: %w", s, err)
+	}
+	if check != nil {
+		if err := check(res.stats); err != nil {
+			return nil, err
+		}
 	}
 	w := &WithPod{}
 	switch s.kind {
 	case kindSpecTemplate:
-		if err := json.Unmarshal(raw, w); err != nil {
+		var wp withPodJSON
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &wp); err != nil {
 			return nil, fmt.Errorf("decode %s workload: %w", s, err)
 		}
-		return w, nil
+		w.TypeMeta, w.ObjectMeta, w.Spec = wp.TypeMeta, wp.Metadata.ObjectMeta, wp.Spec
 	case kindRoot:
-		var pod struct {
-			metav1.TypeMeta   `json:",inline"`
-			metav1.ObjectMeta `json:"metadata,omitempty"`
-			Spec              corev1.PodSpec `json:"spec,omitempty"`
-		}
-		if err := json.Unmarshal(raw, &pod); err != nil {
+		var pod podJSON
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &pod); err != nil {
 			return nil, fmt.Errorf("decode pod: %w", err)
 		}
-		w.TypeMeta, w.ObjectMeta = pod.TypeMeta, pod.ObjectMeta
-		pod.ObjectMeta.DeepCopyInto(&w.Spec.Template.ObjectMeta)
+		w.TypeMeta, w.ObjectMeta = pod.TypeMeta, pod.Metadata.ObjectMeta
+		w.ObjectMeta.DeepCopyInto(&w.Spec.Template.ObjectMeta)
 		w.Spec.Template.Spec = pod.Spec
 		return w, nil
-	}
-	var top struct {
-		metav1.TypeMeta   `json:",inline"`
-		metav1.ObjectMeta `json:"metadata,omitempty"`
-	}
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, fmt.Errorf("decode %s workload: %w", s, err)
-	}
-	w.TypeMeta, w.ObjectMeta = top.TypeMeta, top.ObjectMeta
-	cur := json.RawMessage(raw)
-	for i, seg := range s.path {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(cur, &fields); err != nil {
-			return nil, fmt.Errorf("%s: %s is not an object: %w", describe(w), strings.Join(s.path[:i], "."), err)
+	default:
+		var top topJSON
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &top); err != nil {
+			return nil, fmt.Errorf("decode %s workload: %w", s, err)
 		}
-		next, ok := fields[seg]
-		if !ok || bytes.Equal(bytes.TrimSpace(next), []byte("null")) {
-			return w, nil
+		w.TypeMeta, w.ObjectMeta = top.TypeMeta, top.Metadata.ObjectMeta
+		if res.template != nil {
+			if err := kjson.UnmarshalCaseSensitivePreserveInts(res.template, &w.Spec.Template); err != nil {
+				return nil, fmt.Errorf("%s: decode %s: %w", describe(w), s, err)
+			}
 		}
-		cur = next
 	}
-	if err := json.Unmarshal(cur, &w.Spec.Template); err != nil {
-		return nil, fmt.Errorf("%s: decode %s: %w", describe(w), s, err)
+	if res.template == nil {
+		return w, fmt.Errorf("%s: %w at %s", describe(w), ErrNoPodTemplate, s)
 	}
 	return w, nil
 }
 
 // FromUnstructured converts a workload, e.g. from the dynamic client, into a
-// new WithPod that shares no memory with u. A template missing from u (or
-// null) is an error wrapping ErrNoPodTemplate; a template path through
-// something other than objects is another error.
+// new WithPod that shares no memory with u. Like Decode, it reports a
+// missing or null template with an error wrapping ErrNoPodTemplate, and
+// then returns the workload's metadata with a zero template; a template
+// path through something other than objects is an error.
 func (s Shape) FromUnstructured(u *unstructured.Unstructured) (*WithPod, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
 	w := &WithPod{}
 	conv := runtime.DefaultUnstructuredConverter
-	if s.kind == kindSpecTemplate {
-		if tmpl, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "template"); !found || tmpl == nil {
-			return nil, fmt.Errorf("%s: %w at %s", describeUnstructured(u), ErrNoPodTemplate, s)
-		}
-		if err := conv.FromUnstructured(u.UnstructuredContent(), w); err != nil {
-			return nil, fmt.Errorf("%s: %w", describeUnstructured(u), err)
-		}
-		return w, nil
-	}
 	w.APIVersion, w.Kind = u.GetAPIVersion(), u.GetKind()
 	if md, ok := u.Object["metadata"].(map[string]any); ok {
 		if err := conv.FromUnstructured(md, &w.ObjectMeta); err != nil {
@@ -194,12 +206,13 @@ func (s Shape) FromUnstructured(u *unstructured.Unstructured) (*WithPod, error) 
 		}
 		return w, nil
 	}
-	field, found, err := unstructured.NestedFieldNoCopy(u.Object, s.path...)
+	path := s.Path()
+	field, found, err := unstructured.NestedFieldNoCopy(u.Object, path...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", describeUnstructured(u), s, err)
 	}
 	if !found || field == nil {
-		return nil, fmt.Errorf("%s: %w at %s", describeUnstructured(u), ErrNoPodTemplate, s)
+		return w, fmt.Errorf("%s: %w at %s", describeUnstructured(u), ErrNoPodTemplate, s)
 	}
 	tmpl, ok := field.(map[string]any)
 	if !ok {

@@ -2,7 +2,8 @@ package duck_test
 
 import (
 	"errors"
-	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -68,42 +69,72 @@ func TestShapeDecodeAndFromUnstructuredAgree(t *testing.T) {
 }
 
 func TestShapeMissingAndMalformedTemplate(t *testing.T) {
-	shape := duck.TemplateAt("spec", "workload", "template")
+	custom := duck.TemplateAt("spec", "workload", "template")
 	base := func(spec any) map[string]any {
 		return map[string]any{"apiVersion": "example.bindkit.dev/v1", "kind": "Workload",
 			"metadata": map[string]any{"name": "w", "namespace": "ns"}, "spec": spec}
 	}
-	// What each conversion says: "" for a zero template, "none" for
-	// ErrNoPodTemplate, "error" for another error.
+	const (
+		ok = iota
+		noTemplate
+		otherError
+	)
 	tests := []struct {
-		name                     string
-		doc                      map[string]any
-		decode, fromUnstructured string
+		name    string
+		shape   duck.Shape
+		doc     map[string]any
+		want    int
+		wantMsg string
 	}{
-		{"missing template", base(map[string]any{"workload": map[string]any{}}), "", "none"},
-		{"missing parent", base(map[string]any{}), "", "none"},
-		{"null template", base(map[string]any{"workload": map[string]any{"template": nil}}), "", "none"},
-		{"parent not an object", base(map[string]any{"workload": "oops"}), "error", "error"},
-		{"template not an object", base(map[string]any{"workload": map[string]any{"template": 3}}), "error", "error"},
-	}
-	outcome := func(w *duck.WithPod, err error) string {
-		switch {
-		case errors.Is(err, duck.ErrNoPodTemplate):
-			return "none"
-		case err != nil:
-			return "error"
-		case w.Name != "w" || len(w.Spec.Template.Spec.Containers) != 0:
-			return fmt.Sprintf("name %q with %d containers", w.Name, len(w.Spec.Template.Spec.Containers))
-		}
-		return ""
+		{"missing template", custom, base(map[string]any{"workload": map[string]any{}}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.workload.template"},
+		{"missing parent", custom, base(map[string]any{}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.workload.template"},
+		{"null template", custom, base(map[string]any{"workload": map[string]any{"template": nil}}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.workload.template"},
+		{"spec.template missing", duck.PodSpecable(), base(map[string]any{"replicas": 1.0}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.template"},
+		{"spec.template null", duck.PodSpecable(), base(map[string]any{"template": nil}), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.template"},
+		{"no spec at all", duck.PodSpecable(), base(nil), noTemplate,
+			"example.bindkit.dev/v1 Workload ns/w: no pod template at spec.template"},
+		{"empty template is a template", duck.PodSpecable(), base(map[string]any{"template": map[string]any{}}), ok, ""},
+		{"parent not an object", custom, base(map[string]any{"workload": "oops"}), otherError, ""},
+		{"template not an object", custom, base(map[string]any{"workload": map[string]any{"template": 3.0}}), otherError, ""},
+		{"spec.template not an object", duck.PodSpecable(), base(map[string]any{"template": []any{}}), otherError, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := outcome(shape.Decode(mustJSON(t, tt.doc))); got != tt.decode {
-				t.Errorf("Decode: %q, want %q", got, tt.decode)
-			}
-			if got := outcome(shape.FromUnstructured(&unstructured.Unstructured{Object: tt.doc})); got != tt.fromUnstructured {
-				t.Errorf("FromUnstructured: %q, want %q", got, tt.fromUnstructured)
+			for via, convert := range map[string]func() (*duck.WithPod, error){
+				"Decode": func() (*duck.WithPod, error) { return tt.shape.Decode(mustJSON(t, tt.doc)) },
+				"FromUnstructured": func() (*duck.WithPod, error) {
+					return tt.shape.FromUnstructured(&unstructured.Unstructured{Object: tt.doc})
+				},
+			} {
+				w, err := convert()
+				switch tt.want {
+				case ok:
+					if err != nil {
+						t.Fatalf("%s: %v", via, err)
+					}
+				case noTemplate:
+					if !errors.Is(err, duck.ErrNoPodTemplate) {
+						t.Fatalf("%s error = %v, want ErrNoPodTemplate", via, err)
+					}
+					if err.Error() != tt.wantMsg {
+						t.Errorf("%s error = %q, want %q", via, err, tt.wantMsg)
+					}
+					if w == nil || w.Name != "w" || !reflect.ValueOf(w.Spec.Template).IsZero() {
+						t.Errorf("%s = %+v, want the metadata and a zero template beside ErrNoPodTemplate", via, w)
+					}
+				case otherError:
+					if err == nil || errors.Is(err, duck.ErrNoPodTemplate) {
+						t.Fatalf("%s error = %v, want an error other than ErrNoPodTemplate", via, err)
+					}
+					if w != nil {
+						t.Errorf("%s returned %+v beside its error", via, w)
+					}
+				}
 			}
 		})
 	}
@@ -192,5 +223,21 @@ func TestTemplateAtNormalizes(t *testing.T) {
 		if diff := cmp.Diff(tt.path, s.Path()); diff != "" {
 			t.Errorf("TemplateAt(%q).Path() (-want +got):\n%s", tt.path, diff)
 		}
+	}
+}
+
+func TestDecodeSkipsManagedFields(t *testing.T) {
+	raw := []byte(`{"metadata":{"name":"w","managedFields":[{"manager":"kubectl","fieldsV1":{"f:spec":{}}}],"labels":{"a":"b"}},"spec":{"template":{}}}`)
+	for name, shape := range map[string]duck.Shape{"spec.template": duck.PodSpecable(), "pod": duck.Pod(), "custom": duck.TemplateAt("spec", "template", "x")} {
+		w, err := shape.Decode(raw)
+		if err != nil && !errors.Is(err, duck.ErrNoPodTemplate) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if w.ManagedFields != nil || w.Name != "w" || w.Labels["a"] != "b" {
+			t.Errorf("%s: decoded metadata %+v, want name and labels without managedFields", name, w.ObjectMeta)
+		}
+	}
+	if _, err := duck.PodSpecable().Decode([]byte(`{"metadata":{"managedFields":[],"managedFields":[]}}`)); err == nil || !strings.Contains(err.Error(), `duplicate field "managedFields"`) {
+		t.Errorf("managedFields twice: %v, want a duplicate field", err)
 	}
 }

@@ -1,19 +1,21 @@
 package psbinding
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"reflect"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/internal/jsonscan"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -58,37 +60,31 @@ type objectMeta struct {
 	Labels map[string]string `json:"labels"`
 }
 
-// decodeObjectMeta reads the object's top-level keys up to and including
-// metadata, and stops there: the kube-apiserver writes metadata before spec,
-// so a request that matches no Binding costs a scan of its metadata, not of
-// the whole object. What follows metadata is checked only when a Binding
-// matches and the object is decoded in full.
-func decodeObjectMeta(raw []byte) (meta objectMeta, err error) {
-	defer func() {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF // the object ended before it was complete
-		}
-	}()
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil {
+var objectMetaType = sync.OnceValue(func() *jsonscan.Type {
+	return jsonscan.NewBuilder().TypeOf(reflect.TypeFor[objectMeta]())
+})
+
+// decodeObjectMeta reads the object's name and labels. It looks for
+// metadata among the object's top-level members without decoding or
+// copying any, and stops there: the kube-apiserver writes metadata before
+// spec, so a request that matches no Binding costs a scan of its metadata,
+// not of the whole object. What follows metadata is checked only when a
+// Binding matches and the object is decoded in full. The labels' decoded
+// size is reserved from the webhook's memory budget before they are
+// decoded. Field names match case-sensitively, as in the kube-apiserver.
+func decodeObjectMeta(ctx context.Context, raw []byte, maxDepth int) (meta objectMeta, err error) {
+	metaRaw, err := jsonscan.Member(raw, "metadata", maxDepth)
+	if err != nil || metaRaw == nil || string(metaRaw) == "null" {
 		return meta, err
-	} else if tok != json.Delim('{') {
-		return meta, fmt.Errorf("object is %v, not a JSON object", tok)
 	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return meta, err
-		}
-		if tok == "metadata" {
-			return meta, dec.Decode(&meta)
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return meta, err
-		}
+	res, err := jsonscan.Scan(metaRaw, objectMetaType(), maxDepth)
+	if err != nil {
+		return meta, err
 	}
-	return meta, nil
+	if err := webhook.Reserve(ctx, res.Bytes); err != nil {
+		return meta, err
+	}
+	return meta, kjson.UnmarshalCaseSensitivePreserveInts(metaRaw, &meta)
 }
 
 // admit applies every Binding that matches the request's object and answers
@@ -96,6 +92,12 @@ func decodeObjectMeta(raw []byte) (meta objectMeta, err error) {
 // being deleted, in the index's deterministic order. Requests it does not
 // handle (other operations, subresources, kinds or namespaces no Binding
 // names) are allowed untouched without decoding the object.
+//
+// A matched object is scanned before it is decoded: beyond one of the
+// webhook's ObjectLimits it is refused with a 413 naming the limit, and its
+// estimated decoded size is reserved from the webhook's memory budget
+// (webhook.Reserve). An object without a pod template where its shape looks
+// is allowed unchanged, with a warning.
 func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return webhook.Allowed()
@@ -111,9 +113,10 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if !ix.inScope(gk.Group, gk.Kind, req.Namespace) {
 		return webhook.Allowed()
 	}
-	meta, err := decodeObjectMeta(req.Object.Raw)
+	limits := webhook.ObjectLimitsFrom(ctx)
+	meta, err := decodeObjectMeta(ctx, req.Object.Raw, limits.MaxDepth)
 	if err != nil {
-		return webhook.Errored(http.StatusBadRequest, fmt.Errorf("%s %s/%s: decode metadata: %w", gk, req.Namespace, req.Name, err))
+		return decodeRefusal(fmt.Sprintf("%s %s/%s: decode metadata", gk, req.Namespace, req.Name), nil, err)
 	}
 	if meta.Labels[ExcludeLabel] == "true" {
 		// The configuration's object selector keeps such objects away; this
@@ -130,9 +133,15 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 
 	shape := a.shapes.For(gk)
-	before, err := shape.Decode(req.Object.Raw)
+	before, err := shape.DecodeChecked(req.Object.Raw, limits.MaxDepth, func(st duck.ObjectStats) error {
+		if err := checkObjectLimits(shape, st, limits); err != nil {
+			return err
+		}
+		// Decoding (with its slices' growth) and the copy Do works on.
+		return webhook.Reserve(ctx, st.DecodedBytes+st.DecodedBytes/2)
+	})
 	if err != nil {
-		return webhook.Errored(http.StatusBadRequest, fmt.Errorf("%s %s/%s: %w", gk, req.Namespace, name, err))
+		return decodeRefusal(fmt.Sprintf("%s %s/%s", gk, req.Namespace, name), bindings, err)
 	}
 	after := before.DeepCopy()
 	for _, b := range bindings {
@@ -159,5 +168,94 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return webhook.Errored(http.StatusInternalServerError, fmt.Errorf("%s %s/%s: create patch: %w", gk, req.Namespace, name, err))
 	}
-	return webhook.PatchResponse(ops)
+	resp := webhook.PatchResponse(ops)
+	if n := int64(len(resp.Patch)); n > limits.MaxPatchBytes {
+		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %s %s/%s: patch of %d bytes exceeds the limit of %d bytes (--webhook-max-patch-bytes)",
+			bindingNames(bindings), gk, req.Namespace, name, n, limits.MaxPatchBytes))
+	}
+	return resp
+}
+
+// limitError is an object beyond one of the webhook's ObjectLimits.
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+
+// checkObjectLimits compares what Scan counted with the limits. The
+// message is built only for an object beyond one.
+func checkObjectLimits(shape duck.Shape, st duck.ObjectStats, l webhook.ObjectLimits) error {
+	var (
+		what     string
+		n, limit int
+		flag     string
+	)
+	switch {
+	case st.Containers > l.MaxContainers:
+		what, n, limit, flag = "containers", st.Containers, l.MaxContainers, "max-containers"
+	case st.InitContainers > l.MaxContainers:
+		what, n, limit, flag = "initContainers", st.InitContainers, l.MaxContainers, "max-containers"
+	case st.EphemeralContainers > l.MaxContainers:
+		what, n, limit, flag = "ephemeralContainers", st.EphemeralContainers, l.MaxContainers, "max-containers"
+	case st.Volumes > l.MaxVolumes:
+		what, n, limit, flag = "volumes", st.Volumes, l.MaxVolumes, "max-volumes"
+	case st.MaxEnv > l.MaxEnv:
+		what, n, limit, flag = "env", st.MaxEnv, l.MaxEnv, "max-env"
+	case st.MaxVolumeMounts > l.MaxVolumeMounts:
+		what, n, limit, flag = "volumeMounts", st.MaxVolumeMounts, l.MaxVolumeMounts, "max-volume-mounts"
+	default:
+		return nil
+	}
+	spec := "spec"
+	if p := shape.Path(); p != nil {
+		spec = strings.Join(p, ".") + ".spec"
+	}
+	switch what {
+	case "env":
+		what = "the env or envFrom of a container of " + spec
+	case "volumeMounts":
+		what = "the volumeMounts of a container of " + spec
+	default:
+		what = spec + "." + what
+	}
+	return &limitError{fmt.Sprintf("%s has %d entries, more than the webhook's limit of %d (--webhook-%s)", what, n, limit, flag)}
+}
+
+// decodeRefusal answers an object that did not decode: allowed unchanged
+// with a warning when it has no pod template, refused otherwise with the
+// code that fits the reason.
+func decodeRefusal(object string, bindings []Bindable, err error) *admissionv1.AdmissionResponse {
+	var limit *limitError
+	switch {
+	case errors.Is(err, duck.ErrNoPodTemplate):
+		resp := webhook.Allowed()
+		// The kube-apiserver may cut a warning beyond 256 characters.
+		resp.Warnings = []string{fmt.Sprintf("%s: %v: admitted unchanged; declare the kind's shape (duck.Shapes.With, duck.TemplateAt)",
+			bindingNames(bindings), err)}
+		return resp
+	case errors.Is(err, webhook.ErrOverloaded):
+		return webhook.Overloaded(fmt.Errorf("%s: %w", object, err))
+	case errors.As(err, &limit), errors.Is(err, webhook.ErrOverBudget):
+		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %w", object, err))
+	case errors.Is(err, duck.ErrTooDeep):
+		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %w (--webhook-max-object-depth)", object, err))
+	}
+	return webhook.Errored(http.StatusBadRequest, fmt.Errorf("%s: %w", object, err))
+}
+
+// bindingNames names the Bindings for a message: "binding ns/a" or
+// "bindings ns/a, ns/b and 3 more".
+func bindingNames(bindings []Bindable) string {
+	const shown = 3
+	names := make([]string, 0, min(len(bindings), shown))
+	for _, b := range bindings[:min(len(bindings), shown)] {
+		names = append(names, b.GetNamespace()+"/"+b.GetName())
+	}
+	out := strings.Join(names, ", ")
+	if len(bindings) > shown {
+		out += fmt.Sprintf(" and %d more", len(bindings)-shown)
+	}
+	if len(bindings) == 1 {
+		return "binding " + out
+	}
+	return "bindings " + out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,18 +13,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/bindkit/bindkit/webhook"
 )
 
 // decision is what a test asserts of an AdmissionResponse.
 type decision struct {
-	Allowed bool
-	Code    int32
-	Message string
-	Patch   string
+	Allowed  bool
+	Code     int32
+	Message  string
+	Patch    string
+	Warnings []string
 }
 
 func decide(resp *admissionv1.AdmissionResponse) decision {
-	d := decision{Allowed: resp.Allowed, Patch: string(resp.Patch)}
+	d := decision{Allowed: resp.Allowed, Patch: string(resp.Patch), Warnings: resp.Warnings}
 	if resp.Result != nil {
 		d.Code, d.Message = resp.Result.Code, resp.Result.Message
 	}
@@ -65,7 +69,8 @@ func TestAdmit(t *testing.T) {
 	deleting := newEnvBinding("ns", "deleting", deploymentRef("ns", "old", nil), "OLD", "3")
 	deleting.DeletionTimestamp = &now
 	failing := newEnvBinding("ns", "failing", deploymentRef("ns", "broken", nil), "X", "4")
-	bindings := []Bindable{exact, selector, deleting, failing}
+	big := newEnvBinding("ns", "big", deploymentRef("ns", "big", nil), "BIG", strings.Repeat("x", 50))
+	bindings := []Bindable{exact, selector, deleting, failing, big}
 
 	webLabels := map[string]string{"app": "web"}
 	tests := []struct {
@@ -128,13 +133,57 @@ func TestAdmit(t *testing.T) {
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":`))
 		},
-		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: unexpected EOF"},
+		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: invalid JSON at offset 12: unexpected end"},
 	}, {
 		name: "an object that is not a JSON object is a clear 400",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`["web"]`))
 		},
-		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: object is [, not a JSON object"},
+		want: decision{Code: 400, Message: "Deployment.apps ns/web: decode metadata: JSON is an array, not an object"},
+	}, {
+		name: "a subject without a pod template is admitted unchanged, with a warning",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"ns","labels":{"app":"web"}},"spec":{"replicas":1}}`))
+		},
+		want: decision{Allowed: true, Warnings: []string{"bindings ns/exact, ns/selector: apps/v1 Deployment ns/web: no pod template at spec.template: admitted unchanged; " +
+			"declare the kind's shape (duck.Shapes.With, duck.TemplateAt)"}},
+	}, {
+		name: "keys match case-sensitively: SPEC is not spec",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "old", []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"old","namespace":"ns"},"SPEC":{"template":{"spec":{"containers":[{"name":"a"}]}}}}`))
+		},
+		want: decision{Allowed: true, Warnings: []string{"binding ns/deleting: apps/v1 Deployment ns/old: no pod template at spec.template: admitted unchanged; " +
+			"declare the kind's shape (duck.Shapes.With, duck.TemplateAt)"}},
+	}, {
+		name: "a field twice is a clear 400",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":{"name":"web"},"spec":{"template":{}},"spec":{}}`))
+		},
+		want: decision{Code: 400, Message: `Deployment.apps ns/web: decode spec.template workload: invalid JSON at offset 50: duplicate field "spec"`},
+	}, {
+		name: "more containers than the limit is a 413 naming it",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":{"name":"web"},"spec":{"template":{"spec":{"containers":[{},{},{}]}}}}`))
+		},
+		want: decision{Code: 413, Message: "Deployment.apps ns/web: spec.template.spec.containers has 3 entries, more than the webhook's limit of 2 (--webhook-max-containers)"},
+	}, {
+		name: "more env than the limit is a 413 naming it",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":{"name":"web"},"spec":{"template":{"spec":{"initContainers":[{"env":[{},{},{},{}]}]}}}}`))
+		},
+		want: decision{Code: 413, Message: "Deployment.apps ns/web: the env or envFrom of a container of spec.template.spec has 4 entries, more than the webhook's limit of 3 (--webhook-max-env)"},
+	}, {
+		name: "deeper than the limit is a 413 naming it",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":{"name":"web"},"x":[[[[[[[[[[]]]]]]]]]]}`))
+		},
+		want: decision{Code: 413, Message: "Deployment.apps ns/web: decode spec.template workload: at offset 40: JSON nested too deep: more than 10 levels (--webhook-max-object-depth)"},
+	}, {
+		name: "a patch larger than the limit is a 413 naming the bindings",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "big", deploymentJSON(t, "ns", "big", nil))
+		},
+		want: decision{Code: 413, Message: "binding ns/big: Deployment.apps ns/big: patch of 146 bytes exceeds the limit of 140 bytes (--webhook-max-patch-bytes)"},
 	}, {
 		name: "a BindableContext error denies and names the binding",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
@@ -155,9 +204,10 @@ func TestAdmit(t *testing.T) {
 	if errs := a.setIndex(bindings); len(errs) > 0 {
 		t.Fatalf("setIndex: %v", errs)
 	}
+	ctx := webhook.WithObjectLimits(context.Background(), webhook.ObjectLimits{MaxContainers: 2, MaxEnv: 3, MaxDepth: 10, MaxPatchBytes: 140})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decide(a.admit(context.Background(), tc.req(t)))
+			got := decide(a.admit(ctx, tc.req(t)))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("admit (-want +got):\n%s", diff)
 			}

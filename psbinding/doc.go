@@ -73,7 +73,27 @@
 // object, and otherwise answers with the JSON patch of Do (or Undo, for a
 // Binding being deleted) applied in the order of the Bindings'
 // namespace/name, so the same inputs always give the same patch and the
-// webhook never fights the reconciler. On the leader, the same reconcile
+// webhook never fights the reconciler.
+//
+// Admit decodes a matched object as the kube-apiserver does (field names
+// match case-sensitively; a field given twice is a 400) and only after a
+// scan that allocates nothing: an object beyond one of the webhook's
+// ObjectLimits (containers, volumes, env and volumeMounts per container,
+// nesting depth) is refused with a 413 that names the limit and its flag,
+// and the object's estimated decoded size is reserved from the webhook's
+// memory budget before decoding (webhook.Reserve; no room is answered 429,
+// which the kube-apiserver retries). A patch larger than MaxPatchBytes is a
+// 413 naming the Bindings. Do and Undo never see managedFields.
+//
+// A subject whose shape finds no pod template at its path (the field is
+// absent or null, duck.ErrNoPodTemplate) is never patched: a template added
+// where the kind's schema keeps none would be pruned, and binding it would
+// never settle. Admit allows it unchanged, with a warning that names the
+// Bindings, the kind and the path and says to declare the kind's shape
+// (duck.Shapes.With and duck.TemplateAt). A template that is present but
+// not an object is a 400.
+//
+// On the leader, the same reconcile
 // programs the MutatingWebhookConfiguration: rules for the subjects' main
 // resources, the CA bundle (it is the one writer of caBundle, and the
 // certificates.Publisher the certificates reconciler waits for), the

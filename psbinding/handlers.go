@@ -1,6 +1,11 @@
 package psbinding
 
 import (
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/tracker"
@@ -24,5 +29,33 @@ func SubjectEventHandler(t tracker.Interface, onError func(error)) cache.Resourc
 			changed(newObj)
 		},
 		DeleteFunc: changed,
+	}
+}
+
+// BindingEventHandler calls enqueue for every Binding added or deleted, and
+// for every update that a reconcile must act on: a new generation (the
+// spec changed), a deletion timestamp, finalizers, labels or annotations.
+// An update of the status alone is not passed on: the reconciler writes
+// the status itself, and a reconcile per status write would turn every
+// failing Binding into a loop that no backoff slows down.
+func BindingEventHandler(enqueue func(obj any)) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, err1 := meta.Accessor(oldObj)
+			n, err2 := meta.Accessor(newObj)
+			if err1 != nil || err2 != nil || o.GetGeneration() != n.GetGeneration() ||
+				!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
+				!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+				!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+				enqueue(newObj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			enqueue(obj)
+		},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -73,7 +74,7 @@ func classify(b Bindable, errs []error) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	joined := errors.Join(errs...)
+	joined := summarize(errs)
 	for _, reason := range []string{ReasonSubjectHasNoPodTemplate, ReasonSubjectUnreadable} {
 		for _, err := range errs {
 			if u, ok := errors.AsType[*unavailableError](err); ok && u.reason == reason {
@@ -89,6 +90,21 @@ func classify(b Bindable, errs []error) error {
 		}
 	}
 	return errs[0]
+}
+
+// maxReported is how many subjects' errors a condition message quotes.
+const maxReported = 3
+
+// summarize joins errs in a stable order, quoting at most maxReported: the
+// message goes into the Ready condition, and one that changed with the
+// order patches happened to fail in would be a status write, and a
+// reconcile, per attempt.
+func summarize(errs []error) error {
+	sorted := slices.SortedFunc(slices.Values(errs), func(a, b error) int { return cmp.Compare(a.Error(), b.Error()) })
+	if len(sorted) <= maxReported {
+		return errors.Join(sorted...)
+	}
+	return fmt.Errorf("%w\n(and %d more subjects)", errors.Join(sorted[:maxReported]...), len(sorted)-maxReported)
 }
 
 // patchSubject binds (w.bind) or unbinds one subject: it reads the full

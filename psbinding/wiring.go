@@ -82,6 +82,6 @@ func NewReconcilerImpl(ctx context.Context, name string, r *BaseReconciler, bind
 			logger.Error("list bindings on promotion", zap.String("controller", name), zap.Error(err))
 		})
 	}
-	bindings.AddEventHandler(controller.HandleAll(impl.Enqueue))
+	bindings.AddEventHandler(BindingEventHandler(impl.Enqueue))
 	return impl
 }

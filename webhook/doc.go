@@ -3,11 +3,33 @@
 // A Server routes AdmissionReviews to AdmissionControllers by URL path. It
 // owns everything around the decision: it accepts admission.k8s.io/v1 and
 // v1beta1 reviews as application/json, bounds the body
-// (Options.MaxRequestBodyBytes, 413 beyond it), rejects malformed input with
-// a 4xx that says what was wrong, echoes the request UID, recovers from a
-// controller's panic (500, logged with its stack; the server keeps serving),
-// and passes the request's deadline and dry-run flag (IsDryRun) in the
-// context. Allowed, Denied, Errored and PatchResponse build the decision.
+// (Options.MaxRequestBodyBytes, 413 beyond it), decodes it as the
+// kube-apiserver does (field names match case-sensitively), rejects
+// malformed input with a 4xx that says what was wrong, echoes the request
+// UID, recovers from a controller's panic (500, logged with its stack; the
+// server keeps serving), and passes the request's deadline and dry-run flag
+// (IsDryRun) in the context. Allowed, Denied, Errored and PatchResponse build the decision.
+//
+// Everything a request can make the server hold is bounded, so that
+// anyone who reaches the port cannot grow the process without limit
+// (defaults in DefaultOptions and DefaultObjectLimits): the connections
+// open at once (MaxConnections; at the cap the longest idle one is closed,
+// or new ones wait), the time to read a request (ReadTimeout, shortened by
+// the request's ?timeout=; 408 beyond it), the admissions in flight
+// (MaxAdmissionsInFlight) and their estimated memory (MaxInFlightMemory).
+// Each request reserves twice its body's length from that memory budget
+// before reading it, and a controller reserves what it is about to decode
+// (Reserve). Overload is answered at once, never queued: HTTP 429 with
+// Retry-After and a message naming the limit, which the kube-apiserver
+// retries within its timeout. The ObjectLimits (nesting depth, containers,
+// volumes, env and volumeMounts per container, patch size) reach
+// controllers through the request's context (ObjectLimitsFrom).
+//
+// With ClientCAFile set, only callers presenting a client certificate
+// signed by a CA in that file complete the TLS handshake; the
+// kube-apiserver presents one when its AdmissionConfiguration gives it a
+// kubeconfig for the webhook. ProbeHandler then serves the probes on a
+// port of their own, since a kubelet's probe has no certificate.
 //
 // The serving certificate is read from a Secret through a SecretGetter (a
 // client-go lister) on each TLS handshake and parsed once per

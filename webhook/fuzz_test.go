@@ -8,6 +8,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
+	kjson "sigs.k8s.io/json"
 )
 
 // FuzzHandler feeds arbitrary bodies and Content-Types to the handler. Seeds
@@ -28,7 +29,7 @@ func FuzzHandler(f *testing.F) {
 		w := post(s, "/fuzz", contentType, body)
 		switch w.Code {
 		case http.StatusOK:
-		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusTooManyRequests:
 			if w.Body.Len() == 0 {
 				t.Fatalf("%d without a message", w.Code)
 			}
@@ -37,7 +38,8 @@ func FuzzHandler(f *testing.F) {
 			t.Fatalf("unexpected status %d: %q", w.Code, w.Body.String())
 		}
 		var in, out admissionv1.AdmissionReview
-		if err := json.Unmarshal(body, &in); err != nil {
+		// Case-sensitively, as the kube-apiserver and the server decode.
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &in); err != nil {
 			t.Fatalf("200 for a body that does not decode: %v", err)
 		}
 		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {

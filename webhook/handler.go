@@ -9,12 +9,18 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
+	"reflect"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/bindkit/bindkit/internal/jsonscan"
 )
 
 // The AdmissionReview versions the server speaks. v1beta1 has the same
@@ -85,33 +91,74 @@ func badRequest(format string, args ...any) *reviewError {
 	return &reviewError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
+// requestOverhead is what one admission is charged beyond its body: the
+// request, its headers and the small values of its decision. (A
+// connection's own buffers and goroutine are bounded by MaxConnections.)
+const requestOverhead = 16 << 10
+
+// bodyReservation is the most a body of n bytes is charged: the body, the
+// buffers it outgrew while arriving, and the copy of its objects in the
+// decoded review.
+func bodyReservation(n int64) int64 { return 3*n + requestOverhead }
+
+// reviewType is what jsonscan knows of an AdmissionReview.
+var reviewType = sync.OnceValue(func() *jsonscan.Type {
+	return jsonscan.NewBuilder().TypeOf(reflect.TypeFor[admissionv1.AdmissionReview]())
+})
+
+// firstBodyChunk is the buffer a body starts in. A body is charged as it
+// arrives, never ahead of it by more than its buffer's growth, so clients
+// that announce a large body and send it slowly, or never, hold little of
+// the memory budget.
+const firstBodyChunk = 4 << 10
+
+// retryAfterSeconds is the Retry-After of overload answers: long enough for
+// the requests in flight to finish, short beside a webhook's timeout.
+const retryAfterSeconds = "1"
+
 // serveAdmission answers one AdmissionReview for rt.
 func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *route) {
 	start := time.Now()
-	review, rerr := s.decode(w, r)
+	st := &requestState{limits: &s.opts.ObjectLimits, budget: s.budget}
+	defer st.release()
+
+	ctx := r.Context()
+	timeout, hasTimeout := timeoutParam(r.URL)
+	if hasTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	review, rerr := s.decode(w, r, st, timeout)
 	if rerr != nil {
 		s.logger.Debug("rejected admission request", zap.String("path", r.URL.Path), zap.Int("code", rerr.code), zap.String("reason", rerr.msg))
-		if rerr.code == http.StatusMethodNotAllowed {
+		switch rerr.code {
+		case http.StatusMethodNotAllowed:
 			w.Header().Set("Allow", http.MethodPost)
+		case http.StatusTooManyRequests:
+			w.Header().Set("Retry-After", retryAfterSeconds)
 		}
 		http.Error(w, rerr.msg, rerr.code)
 		return
 	}
 	req := review.Request
-
-	ctx := r.Context()
-	if d, ok := timeoutParam(r.URL); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
+	// Counted once the body is in: requests still arriving hold a
+	// connection and their share of the memory budget, not a decision's
+	// place.
+	if n := s.inFlight.Add(1); n > int64(s.opts.MaxAdmissionsInFlight) {
+		s.inFlight.Add(-1)
+		s.overloaded(w, r, fmt.Sprintf("webhook overloaded: %d admissions in flight, its limit (--webhook-max-in-flight); retry", s.opts.MaxAdmissionsInFlight))
+		return
 	}
+	defer s.inFlight.Add(-1)
+
 	if !rt.waitSynced(ctx, s.opts.ReadinessTimeout) {
 		msg := fmt.Sprintf("admission controller %s: informers have not synced", rt.ctrl.Path())
 		s.logger.Warn("admission before sync", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)))
 		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
 	}
-	ctx = WithDryRun(ctx, req.DryRun != nil && *req.DryRun)
+	ctx = WithDryRun(withRequestState(ctx, st), req.DryRun != nil && *req.DryRun)
 
 	resp, panicked := s.admit(ctx, rt, req)
 	if panicked {
@@ -121,6 +168,20 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	if resp == nil {
 		s.logger.Error("admission controller returned no response", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)))
 		http.Error(w, fmt.Sprintf("admission controller %s returned no response", rt.ctrl.Path()), http.StatusInternalServerError)
+		return
+	}
+	if resp.Result != nil && resp.Result.Code == http.StatusTooManyRequests && !resp.Allowed {
+		s.overloaded(w, r, resp.Result.Message)
+		return
+	}
+	// The encoded answer holds the patch in base64 inside a buffer that
+	// grows while it is written.
+	if err := st.reserve(3*int64(len(resp.Patch)) + 4096); err != nil {
+		if errors.Is(err, ErrOverBudget) {
+			http.Error(w, fmt.Sprintf("admission controller %s: answer: %v", rt.ctrl.Path(), err), http.StatusRequestEntityTooLarge)
+			return
+		}
+		s.overloaded(w, r, err.Error())
 		return
 	}
 	resp.UID = req.UID
@@ -154,8 +215,19 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	}
 }
 
-// decode reads and checks the AdmissionReview of r.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionReview, *reviewError) {
+// overloaded answers 429 with Retry-After and msg.
+func (s *Server) overloaded(w http.ResponseWriter, r *http.Request, msg string) {
+	if ce := s.logger.Check(zap.DebugLevel, "admission overloaded"); ce != nil {
+		ce.Write(zap.String("path", r.URL.Path), zap.String("reason", msg))
+	}
+	w.Header().Set("Retry-After", retryAfterSeconds)
+	http.Error(w, msg, http.StatusTooManyRequests)
+}
+
+// decode reads and checks the AdmissionReview of r, after charging st for
+// its body. timeout, the request's ?timeout= when positive, shortens the
+// body's read deadline.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState, timeout time.Duration) (*admissionv1.AdmissionReview, *reviewError) {
 	if r.Method != http.MethodPost {
 		return nil, &reviewError{http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: AdmissionReviews are sent with POST", r.Method)}
 	}
@@ -165,20 +237,55 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.Ad
 	}
 	limit := s.opts.MaxRequestBodyBytes
 	if r.ContentLength > limit {
-		return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, limit)}
+		return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes (--webhook-max-request-body-bytes)", r.ContentLength, limit)}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err := st.reserve(requestOverhead); err != nil {
+		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
+	}
+	readTimeout := s.opts.ReadTimeout
+	if timeout > 0 && timeout < readTimeout {
+		readTimeout = timeout
+	}
+	// The server's ReadTimeout runs from the request's first byte; this
+	// tightens it to the caller's own timeout. Errors mean the connection
+	// cannot take a deadline (HTTP/2 without support), which leaves the
+	// server's.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readTimeout))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit, st.reserve)
 	if err != nil {
+		if errors.Is(err, ErrOverBudget) {
+			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
+		}
+		if errors.Is(err, ErrOverloaded) {
+			return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
+		}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
+			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes (--webhook-max-request-body-bytes)", limit)}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %v", readTimeout)}
 		}
 		return nil, badRequest("read request body: %v", err)
 	}
 	if len(body) == 0 {
 		return nil, badRequest("empty request body: want an AdmissionReview")
 	}
+	// What the review decodes into, charged before it is: the objects are
+	// copied as they are, but a map or list elsewhere (userInfo.extra, say)
+	// may decode into many times its size.
+	est, err := jsonscan.Scan(body, reviewType(), 0)
+	if err != nil {
+		return nil, badRequest("decode AdmissionReview: %v", err)
+	}
+	if err := st.reserve(est.Bytes); err != nil {
+		if errors.Is(err, ErrOverBudget) {
+			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decode AdmissionReview: %v", err)}
+		}
+		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
+	}
 	review := new(admissionv1.AdmissionReview)
-	if err := json.Unmarshal(body, review); err != nil {
+	// As the kube-apiserver decodes: field names match case-sensitively.
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, review); err != nil {
 		return nil, badRequest("decode AdmissionReview: %v", err)
 	}
 	switch {
@@ -192,6 +299,62 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.Ad
 		return nil, badRequest("AdmissionReview request has no uid")
 	}
 	return review, nil
+}
+
+// readBody reads r to its end, charging reserve for each buffer before it
+// is allocated: the buffer and, for the review decoded from it later, as
+// much again. The buffer starts small and grows fourfold, up to the
+// announced length (contentLength, -1 when unknown) or just past limit, so
+// what is charged follows what arrived.
+func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error) ([]byte, error) {
+	end := limit + 1 // one byte more, so MaxBytesReader reports a body too long
+	if contentLength >= 0 {
+		end = contentLength
+	}
+	size := min(end, firstBodyChunk)
+	if err := reserve(2 * size); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, size)
+	var probe [1]byte
+	for {
+		if len(buf) < cap(buf) {
+			n, err := r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF {
+				return buf, nil
+			}
+			if err != nil {
+				return buf, err
+			}
+			continue
+		}
+		// Full: grow only for a body that goes on.
+		n, err := r.Read(probe[:])
+		if n == 0 {
+			if err == io.EOF {
+				return buf, nil
+			}
+			if err != nil {
+				return buf, err
+			}
+			continue
+		}
+		grown := min(4*int64(max(cap(buf), 1)), max(end, int64(cap(buf))+1))
+		// The outgrown buffer stays charged: it is garbage until collected.
+		if err := reserve(grown + (grown - int64(cap(buf)))); err != nil {
+			return nil, err
+		}
+		next := make([]byte, len(buf), grown)
+		copy(next, buf)
+		buf = append(next, probe[0])
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // admit calls the controller, turning a panic into a logged failure so one

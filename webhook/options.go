@@ -26,6 +26,22 @@ const (
 	// DefaultReadinessTimeout is the longest an admission waits for its
 	// controller's informers before it fails with 503.
 	DefaultReadinessTimeout = 10 * time.Second
+	// DefaultReadTimeout is the kube-apiserver's longest webhook timeout:
+	// a request still arriving after it has no caller left.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultMaxConnections is far more than the kube-apiserver opens to one
+	// webhook replica, and at the tens of KiB each holds, a bounded share of
+	// the process's memory.
+	DefaultMaxConnections = 1000
+	// DefaultMaxAdmissionsInFlight is far more than a replica on a core or
+	// two decides at once; beyond it requests are answered 429 at once.
+	DefaultMaxAdmissionsInFlight = 128
+	// DefaultMaxInFlightMemory is the memory budget of admissions in
+	// flight: their bodies, decoded objects, copies and answers, as
+	// estimated before each is allocated. With the garbage collector's
+	// headroom and the connections' buffers, default options keep the
+	// process within about 150 MiB of its resting size, whatever arrives.
+	DefaultMaxInFlightMemory = 48 << 20
 )
 
 // Options configure a Server. DefaultOptions returns them filled in; New
@@ -68,6 +84,38 @@ type Options struct {
 	// webhook must not block the cluster's own namespaces. The server does
 	// not read it; admission controllers read it through GetOptions.
 	CallInKubeNamespaces bool
+	// ReadTimeout bounds reading one request, headers and body (default
+	// DefaultReadTimeout); a request's ?timeout= (the webhook's
+	// timeoutSeconds, which the kube-apiserver sends) shortens it. A body
+	// not received in time is answered 408. Writing the answer must end
+	// within twice ReadTimeout of the request's headers.
+	ReadTimeout time.Duration
+	// MaxConnections caps the connections held open at once (default
+	// DefaultMaxConnections). At the cap the longest idle connection is
+	// closed for a new one, or the new one waits for a connection to end.
+	MaxConnections int
+	// MaxAdmissionsInFlight caps the admissions being decided at once
+	// (default DefaultMaxAdmissionsInFlight); one more is answered 429 with
+	// Retry-After at once, which the kube-apiserver retries.
+	MaxAdmissionsInFlight int
+	// MaxInFlightMemory is the memory budget, in bytes, of admissions in
+	// flight (default DefaultMaxInFlightMemory). Each request reserves
+	// memory as its body arrives (its buffers and the decoded review's
+	// copy: up to three times its length, plus a little) and before its
+	// object is decoded (see Reserve). A request that finds no room is
+	// answered 429 with Retry-After. It must hold at least two bodies of
+	// MaxRequestBodyBytes.
+	MaxInFlightMemory int64
+	// ObjectLimits bound the object of each request (see ObjectLimits);
+	// zero fields take their defaults.
+	ObjectLimits ObjectLimits
+	// ClientCAFile, when set, makes the server require a TLS client
+	// certificate signed by a CA in this PEM file, which is re-read when it
+	// changes; a client without one is refused during the TLS handshake.
+	// The kube-apiserver presents one when its AdmissionConfiguration gives
+	// it a kubeconfig for the webhook. Off by default. Probes over HTTPS
+	// then need a certificate too, so serve ProbeHandler on another port.
+	ClientCAFile string
 	// Logger receives request logs at debug level and errors (default:
 	// none). Object bodies and keys are never logged.
 	Logger *zap.Logger
@@ -76,15 +124,20 @@ type Options struct {
 // DefaultOptions returns Options with every default filled in.
 func DefaultOptions() Options {
 	return Options{
-		Port:                DefaultPort,
-		ServiceName:         DefaultServiceName,
-		SecretName:          DefaultSecretName,
-		Keys:                certificates.DefaultDataKeys(),
-		TLSMinVersion:       tls.VersionTLS13,
-		GracePeriod:         DefaultGracePeriod,
-		MaxRequestBodyBytes: DefaultMaxRequestBodyBytes,
-		ReadinessTimeout:    DefaultReadinessTimeout,
-		Logger:              zap.NewNop(),
+		Port:                  DefaultPort,
+		ServiceName:           DefaultServiceName,
+		SecretName:            DefaultSecretName,
+		Keys:                  certificates.DefaultDataKeys(),
+		TLSMinVersion:         tls.VersionTLS13,
+		GracePeriod:           DefaultGracePeriod,
+		MaxRequestBodyBytes:   DefaultMaxRequestBodyBytes,
+		ReadinessTimeout:      DefaultReadinessTimeout,
+		ReadTimeout:           DefaultReadTimeout,
+		MaxConnections:        DefaultMaxConnections,
+		MaxAdmissionsInFlight: DefaultMaxAdmissionsInFlight,
+		MaxInFlightMemory:     DefaultMaxInFlightMemory,
+		ObjectLimits:          DefaultObjectLimits(),
+		Logger:                zap.NewNop(),
 	}
 }
 
@@ -104,10 +157,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TLSMinVersion == 0 {
 		o.TLSMinVersion = d.TLSMinVersion
 	}
+	// A negative grace period stays negative (no wait) rather than turning
+	// into 0, which a second pass (GetOptions, then New) would read as
+	// "default".
 	if o.GracePeriod == 0 {
 		o.GracePeriod = d.GracePeriod
-	} else if o.GracePeriod < 0 {
-		o.GracePeriod = 0
 	}
 	if o.MaxRequestBodyBytes == 0 {
 		o.MaxRequestBodyBytes = d.MaxRequestBodyBytes
@@ -118,6 +172,22 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = d.ReadTimeout
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = d.MaxConnections
+	}
+	if o.MaxAdmissionsInFlight == 0 {
+		o.MaxAdmissionsInFlight = d.MaxAdmissionsInFlight
+	}
+	if o.MaxInFlightMemory == 0 {
+		o.MaxInFlightMemory = d.MaxInFlightMemory
+	}
+	var err error
+	if o.ObjectLimits, err = o.ObjectLimits.withDefaults(); err != nil {
+		return o, err
+	}
 	switch {
 	case o.Port < 0 || o.Port > 65535:
 		return o, fmt.Errorf("webhook: port %d out of range", o.Port)
@@ -127,6 +197,15 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("webhook: MaxRequestBodyBytes %d is negative", o.MaxRequestBodyBytes)
 	case o.ReadinessTimeout < 0:
 		return o, fmt.Errorf("webhook: ReadinessTimeout %v is negative", o.ReadinessTimeout)
+	case o.ReadTimeout < 0:
+		return o, fmt.Errorf("webhook: ReadTimeout %v is negative", o.ReadTimeout)
+	case o.MaxConnections < 0:
+		return o, fmt.Errorf("webhook: MaxConnections %d is negative", o.MaxConnections)
+	case o.MaxAdmissionsInFlight < 0:
+		return o, fmt.Errorf("webhook: MaxAdmissionsInFlight %d is negative", o.MaxAdmissionsInFlight)
+	case o.MaxInFlightMemory < 2*bodyReservation(o.MaxRequestBodyBytes):
+		return o, fmt.Errorf("webhook: MaxInFlightMemory %s holds fewer than two requests of MaxRequestBodyBytes %s; want at least %s",
+			formatBytes(o.MaxInFlightMemory), formatBytes(o.MaxRequestBodyBytes), formatBytes(2*bodyReservation(o.MaxRequestBodyBytes)))
 	}
 	return o, nil
 }

@@ -29,18 +29,21 @@ const maxDrain = 30 * time.Second
 // Server is the HTTPS admission webhook. Create it with New; Run or Serve it
 // once.
 type Server struct {
-	opts     Options
-	logger   *zap.Logger
-	routes   map[string]*route
-	certs    *certSource
-	draining atomic.Bool
+	opts      Options
+	logger    *zap.Logger
+	routes    map[string]*route
+	certs     *certSource
+	clientCAs *clientCAs // nil unless Options.ClientCAFile is set
+	budget    *memoryBudget
+	inFlight  atomic.Int64
+	draining  atomic.Bool
 }
 
 // New returns a Server that routes each controller by its Path and serves
 // the certificate in the Secret opts.SecretName found through secrets. It
 // fails on invalid options, a missing SecretGetter, a nil controller, a path
-// not starting with "/", a path used twice or a probe path. It starts no
-// goroutine and opens no port.
+// not starting with "/", a path used twice or a probe path, and on a
+// ClientCAFile it cannot read. It starts no goroutine and opens no port.
 func New(opts Options, secrets SecretGetter, controllers ...AdmissionController) (*Server, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -61,6 +64,12 @@ func New(opts Options, secrets SecretGetter, controllers ...AdmissionController)
 			now:     time.Now,
 			logger:  opts.Logger,
 		},
+		budget: &memoryBudget{limit: opts.MaxInFlightMemory},
+	}
+	if opts.ClientCAFile != "" {
+		if s.clientCAs, err = loadClientCAs(opts.ClientCAFile, opts.Logger); err != nil {
+			return nil, err
+		}
 	}
 	for i, c := range controllers {
 		if c == nil {
@@ -86,6 +95,28 @@ func New(opts Options, secrets SecretGetter, controllers ...AdmissionController)
 // runs behind TLS; tests and benchmarks may call it directly.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch path := r.URL.Path; path {
+	case HealthzPath, ReadyzPath:
+		s.serveProbe(w, r)
+	default:
+		rt := s.routes[path]
+		if rt == nil {
+			http.Error(w, fmt.Sprintf("no admission controller at path %s", path), http.StatusNotFound)
+			return
+		}
+		s.serveAdmission(w, r, rt)
+	}
+}
+
+// ProbeHandler serves /healthz and /readyz alone, answering as ServeHTTP
+// does, for a plain HTTP port beside the webhook: a kubelet's HTTPS probe
+// presents no client certificate, so with ClientCAFile set it cannot reach
+// the webhook's own port.
+func (s *Server) ProbeHandler() http.Handler {
+	return http.HandlerFunc(s.serveProbe)
+}
+
+func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
 	case HealthzPath:
 		w.Write([]byte("ok"))
 	case ReadyzPath:
@@ -95,12 +126,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Write([]byte("ok"))
 	default:
-		rt := s.routes[path]
-		if rt == nil {
-			http.Error(w, fmt.Sprintf("no admission controller at path %s", path), http.StatusNotFound)
-			return
-		}
-		s.serveAdmission(w, r, rt)
+		http.NotFound(w, r)
 	}
 }
 
@@ -121,12 +147,22 @@ func (s *Server) ready() error {
 }
 
 // TLSConfig returns the TLS configuration Serve uses: the minimum version
-// from Options and the certificate read from the Secret on each handshake.
+// from Options, the certificate read from the Secret on each handshake and,
+// with ClientCAFile, a client certificate required and verified against it.
 func (s *Server) TLSConfig() *tls.Config {
-	return &tls.Config{
+	cfg := &tls.Config{
 		MinVersion:     s.opts.TLSMinVersion,
 		GetCertificate: s.certs.getCertificate,
 	}
+	if s.clientCAs != nil {
+		// Any certificate is requested and VerifyConnection checks it, on
+		// every handshake, against the CA file as it is now. No CA names
+		// are sent, so a client presents its certificate whoever signed it
+		// and learns of a mismatch from the handshake's failure.
+		cfg.ClientAuth = tls.RequireAnyClientCert
+		cfg.VerifyConnection = s.clientCAs.verifyConnection
+	}
+	return cfg
 }
 
 // Run listens on Options.Address and Options.Port and calls Serve.
@@ -150,12 +186,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(s.opts.EnableHTTP2)
+	limiter := newConnLimiter(s.opts.MaxConnections)
+	ln = &limitedListener{Listener: ln, l: limiter}
 	srv := &http.Server{
 		Handler:           s,
 		TLSConfig:         s.TLSConfig(),
 		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, s.opts.ReadTimeout),
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      2 * s.opts.ReadTimeout,
 		IdleTimeout:       90 * time.Second,
+		ConnState:         limiter.connState,
 		ErrorLog:          errorLog,
 		BaseContext: func(net.Listener) context.Context {
 			// Requests outlive ctx during the grace period and the drain.

@@ -43,3 +43,28 @@ func TestFromContext(t *testing.T) {
 		})
 	}
 }
+
+func TestSugaredFromContext(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	stored := zap.New(core).With(zap.String("controller", "demo"))
+
+	logging.SugaredFromContext(context.Background()).Infof("dropped %d", 1) // no logger: a no-op, not a nil
+	logging.SugaredFromContext(logging.WithLogger(context.Background(), stored)).Infow("bound", "subject", "web")
+	logging.SugaredFromContext(logging.WithLogger(context.Background(), stored)).Infof("bound %d subjects", 3)
+
+	type line struct {
+		Message string
+		Fields  map[string]any
+	}
+	var got []line
+	for _, e := range logs.All() {
+		got = append(got, line{e.Message, e.ContextMap()})
+	}
+	want := []line{
+		{"bound", map[string]any{"controller": "demo", "subject": "web"}},
+		{"bound 3 subjects", map[string]any{"controller": "demo"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+}

@@ -12,8 +12,17 @@
 // --webhook-ip-sans, --webhook-grace-period, --probe-port, the certificate
 // lifetimes --webhook-ca-validity, --webhook-ca-rotate-before,
 // --webhook-cert-validity and --webhook-cert-rotate-before,
-// --webhook-kube-namespaces, --kube-api-qps, --kube-api-burst and
-// --resync-period; each is a field of Flags), stops on SIGINT or SIGTERM
+// --webhook-kube-namespaces, the bounds on what the webhook reads
+// (--webhook-read-timeout, --webhook-max-connections,
+// --webhook-max-in-flight, --webhook-max-in-flight-memory,
+// --webhook-max-request-body-bytes, --webhook-max-object-depth,
+// --webhook-max-containers, --webhook-max-volumes, --webhook-max-env,
+// --webhook-max-volume-mounts, --webhook-max-patch-bytes), its optional
+// client authentication (--webhook-client-ca), --kube-api-qps,
+// --kube-api-burst, --resync-period, and --uninstall, which removes what
+// bindkit did instead of running the controllers; each is a field of
+// Flags), stops
+// on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped
 // like knative's, takes its settings from the context (WithFlags,
 // WithLogLevel, WithLogOutput), returns when the context ends and exits 1

@@ -52,8 +52,9 @@ type Flags struct {
 	// after shutdown begins (--webhook-grace-period, default
 	// webhook.DefaultGracePeriod); negative means no wait.
 	WebhookGracePeriod time.Duration
-	// ProbePort serves /healthz and /readyz over HTTP when no webhook runs
-	// (--probe-port, default DefaultProbePort).
+	// ProbePort serves /healthz and /readyz over HTTP when no webhook runs,
+	// or when the webhook requires client certificates (--probe-port,
+	// default DefaultProbePort).
 	ProbePort int
 
 	// KubeAPIQPS is the sustained rate, in requests per second, that each
@@ -96,6 +97,18 @@ type Flags struct {
 	// (--webhook-kube-namespaces); by default it never is, so a webhook
 	// outage cannot block the cluster's own namespaces.
 	WebhookKubeNamespaces bool
+	// Uninstall runs the process once, in place of its controllers, to
+	// remove what bindkit did (--uninstall): every admission controller
+	// stops the webhook from being called, then every Binding's subjects
+	// are unbound and its finalizer removed (see Uninstaller), and the
+	// process exits, 0 when all of it succeeded. Run it with the
+	// controller's Deployment deleted, before deleting the rest of the
+	// installation, so no namespace or CRD is left waiting on a finalizer.
+	Uninstall bool
+	// WebhookBounds bound what the webhook's callers may send, and may
+	// require a client certificate (--webhook-read-timeout,
+	// --webhook-max-*, --webhook-client-ca).
+	WebhookBounds WebhookBounds
 }
 
 // DefaultFlags returns the settings of a command line without flags.
@@ -112,6 +125,7 @@ func DefaultFlags() Flags {
 		WebhookCARotateBefore:   certificates.DefaultCARotateBefore,
 		WebhookCertValidity:     certificates.DefaultServingValidity,
 		WebhookCertRotateBefore: certificates.DefaultServingRotateBefore,
+		WebhookBounds:           DefaultWebhookBounds(),
 	}
 }
 
@@ -144,6 +158,7 @@ func (f Flags) withDefaults() Flags {
 			*p.v = *p.def
 		}
 	}
+	f.WebhookBounds = f.WebhookBounds.withDefaults()
 	return f
 }
 
@@ -192,7 +207,7 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 		return err
 	})
 	fs.DurationVar(&f.WebhookGracePeriod, "webhook-grace-period", f.WebhookGracePeriod, "how long the webhook keeps serving, unready, after a shutdown signal; negative means none")
-	fs.IntVar(&f.ProbePort, "probe-port", f.ProbePort, "HTTP port of /healthz and /readyz when no webhook runs")
+	fs.IntVar(&f.ProbePort, "probe-port", f.ProbePort, "HTTP port of /healthz and /readyz when no webhook runs, or when --webhook-client-ca is set")
 
 	fs.Float64Var(&f.KubeAPIQPS, "kube-api-qps", f.KubeAPIQPS, "sustained requests per second each API client may send; "+
 		"high enough that binding thousands of subjects at once is never slowed (the API server's priority and fairness "+
@@ -207,6 +222,9 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	fs.DurationVar(&f.WebhookCertValidity, "webhook-cert-validity", f.WebhookCertValidity, "lifetime of the webhook's serving certificate")
 	fs.DurationVar(&f.WebhookCertRotateBefore, "webhook-cert-rotate-before", f.WebhookCertRotateBefore, "how long before the serving certificate expires it is renewed; a failed renewal is retried until then")
 	fs.BoolVar(&f.WebhookKubeNamespaces, "webhook-kube-namespaces", false, "let the webhook be called in kube-system, kube-public and kube-node-lease when Bindings there need it")
+	f.WebhookBounds.register(fs)
+	fs.BoolVar(&f.Uninstall, "uninstall", false, "remove what bindkit did and exit: stop the webhook from being called, unbind every subject, "+
+		"release every Binding's finalizer; run it after deleting the controller's Deployment, before deleting the rest of the installation")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
 	}
@@ -264,6 +282,9 @@ func (f Flags) validate() error {
 		errs = append(errs, fmt.Errorf("--resync-period %s: below the minimum of 1s", f.ResyncPeriod))
 	}
 	if err := f.withDefaults().validateCertificates(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := f.WebhookBounds.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

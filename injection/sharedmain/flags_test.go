@@ -48,8 +48,29 @@ func TestParseFlags(t *testing.T) {
 				KubeAPIQPS: 50.5, KubeAPIBurst: 75, ResyncPeriod: time.Hour,
 				WebhookCAValidity: 10 * time.Hour, WebhookCARotateBefore: 5 * time.Hour,
 				WebhookCertValidity: 3 * time.Hour, WebhookCertRotateBefore: time.Hour, WebhookKubeNamespaces: true,
+				WebhookBounds: DefaultWebhookBounds(),
 			},
 		},
+		{
+			name: "webhook bounds",
+			args: []string{"--webhook-read-timeout=5s", "--webhook-max-connections=10", "--webhook-max-in-flight=3",
+				"--webhook-max-in-flight-memory=64Mi", "--webhook-max-request-body-bytes=1M", "--webhook-max-object-depth=20",
+				"--webhook-max-containers=4", "--webhook-max-volumes=5", "--webhook-max-env=6", "--webhook-max-volume-mounts=7",
+				"--webhook-max-patch-bytes=65536", "--webhook-client-ca=/etc/ca.crt"},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.WebhookBounds = WebhookBounds{
+					ReadTimeout: 5 * time.Second, MaxConnections: 10, MaxAdmissionsInFlight: 3,
+					MaxInFlightMemory: 64 << 20, MaxRequestBodyBytes: 1000000,
+					Objects:      webhook.ObjectLimits{MaxDepth: 20, MaxContainers: 4, MaxVolumes: 5, MaxEnv: 6, MaxVolumeMounts: 7, MaxPatchBytes: 65536},
+					ClientCAFile: "/etc/ca.crt",
+				}
+				return f
+			}(),
+		},
+		{name: "negative bound", args: []string{"--webhook-max-env=-1"}, wantErr: "--webhook-max-env must not be negative"},
+		{name: "bad quantity", args: []string{"--webhook-max-in-flight-memory=lots"}, wantErr: `"lots" is not a quantity of bytes, such as 48Mi`},
+		{name: "fractional bytes", args: []string{"--webhook-max-patch-bytes=0.5"}, wantErr: `"0.5" is not a whole, non-negative number of bytes`},
 		{
 			name: "negative qps turns throttling off",
 			args: []string{"--kube-api-qps=-1"},
@@ -165,6 +186,10 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"kube-api-qps": "3", "kube-api-burst": "4", "resync-period": "5s",
 		"webhook-ca-validity": "10h", "webhook-ca-rotate-before": "5h", "webhook-cert-validity": "3h",
 		"webhook-cert-rotate-before": "1h", "webhook-kube-namespaces": "true",
+		"webhook-read-timeout": "5s", "webhook-max-connections": "10", "webhook-max-in-flight": "3",
+		"webhook-max-in-flight-memory": "64Mi", "webhook-max-request-body-bytes": "1M", "webhook-max-object-depth": "20",
+		"webhook-max-containers": "4", "webhook-max-volumes": "5", "webhook-max-env": "6", "webhook-max-volume-mounts": "7",
+		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt", "uninstall": "true",
 	}
 	var args, names []string
 	for _, line := range strings.Split(usage.String(), "\n") {
@@ -206,8 +231,18 @@ func TestParseFlagsHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("ParseFlags(-h) error = %v, want flag.ErrHelp", err)
 	}
-	if !strings.Contains(usage.String(), "-webhook-ip-sans") {
-		t.Errorf("usage does not list -webhook-ip-sans:\n%s", usage.String())
+	for _, name := range []string{"-webhook-ip-sans", "-webhook-read-timeout", "-webhook-max-connections", "-webhook-max-in-flight",
+		"-webhook-max-in-flight-memory", "-webhook-max-request-body-bytes", "-webhook-max-object-depth", "-webhook-max-containers",
+		"-webhook-max-volumes", "-webhook-max-env", "-webhook-max-volume-mounts", "-webhook-max-patch-bytes", "-webhook-client-ca"} {
+		if !strings.Contains(usage.String(), name+" ") {
+			t.Errorf("usage does not list %s:\n%s", name, usage.String())
+		}
+	}
+	// Each bound shows its default.
+	for _, def := range []string{"(default 48Mi)", "(default 7Mi)", "(default 1Mi)", "(default 30s)", "(default 256)"} {
+		if !strings.Contains(usage.String(), def) {
+			t.Errorf("usage does not show %s:\n%s", def, usage.String())
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -13,17 +14,53 @@ import (
 // control-plane binaries are looked for.
 const BinDirEnv = "BINDKIT_BIN_DIR"
 
+// KubeMinorEnv names the environment variable that picks the Kubernetes
+// minor Start runs when Options.KubeMinor is empty, for example "1.36".
+const KubeMinorEnv = "BINDKIT_KUBE_MINOR"
+
+// NewestMinor is the newest Kubernetes minor bindkit is tested against. Its
+// binaries sit in the bin directory itself; every other minor's sit in a
+// subdirectory named after it (bin/v1.36).
+const NewestMinor = "1.37"
+
+// SupportedMinors returns the Kubernetes minors bindkit is tested against,
+// newest first. `make tools` builds the binaries of each.
+func SupportedMinors() []string { return []string{NewestMinor, "1.36"} }
+
 // modulePath identifies the repository root while walking up from the working
 // directory.
 const modulePath = "github.com/bindkit/bindkit"
 
-// binaries are the executables Start needs in the bin directory.
-var binaries = []string{"etcd", "kube-apiserver"}
+// The executables Start needs in the bin directory.
+const (
+	etcdBinary              = "etcd"
+	apiServerBinary         = "kube-apiserver"
+	controllerManagerBinary = "kube-controller-manager"
+)
 
-// resolveBinDir returns dir, else $BINDKIT_BIN_DIR, else <module root>/bin,
-// after checking that every binary is there. A missing binary is reported as
-// ErrBinariesMissing.
-func resolveBinDir(dir string) (string, error) {
+var minorPattern = regexp.MustCompile(`^1\.[0-9]+$`)
+
+// resolveMinor returns minor, else $BINDKIT_KUBE_MINOR, else NewestMinor.
+func resolveMinor(minor string) (string, error) {
+	if minor == "" {
+		minor = os.Getenv(KubeMinorEnv)
+	}
+	if minor == "" {
+		return NewestMinor, nil
+	}
+	minor = strings.TrimPrefix(minor, "v")
+	if !minorPattern.MatchString(minor) {
+		return "", fmt.Errorf("Kubernetes minor %q (Options.KubeMinor or %s): want the form 1.36", minor, KubeMinorEnv)
+	}
+	return minor, nil
+}
+
+// resolveBinDir returns the directory that holds the binaries of minor:
+// the bin root (dir, else $BINDKIT_BIN_DIR, else <module root>/bin) for the
+// newest minor, the root's subdirectory v<minor> for any other, after
+// checking that every binary in names is there. A missing binary is
+// reported as ErrBinariesMissing.
+func resolveBinDir(dir, minor string, names []string) (string, error) {
 	if dir == "" {
 		dir = os.Getenv(BinDirEnv)
 	}
@@ -34,11 +71,14 @@ func resolveBinDir(dir string) (string, error) {
 		}
 		dir = filepath.Join(root, "bin")
 	}
-	for _, name := range binaries {
+	if minor != NewestMinor {
+		dir = filepath.Join(dir, "v"+minor)
+	}
+	for _, name := range names {
 		path := filepath.Join(dir, name)
 		info, err := os.Stat(path)
 		if err != nil {
-			return "", fmt.Errorf("%w: %s: %v (build them with `make tools`)", ErrBinariesMissing, name, err)
+			return "", fmt.Errorf("%w: Kubernetes %s: %s: %v (build them with `make tools`)", ErrBinariesMissing, minor, name, err)
 		}
 		if info.IsDir() || info.Mode()&0o111 == 0 {
 			return "", fmt.Errorf("%w: %s is not an executable file", ErrBinariesMissing, path)

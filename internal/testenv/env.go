@@ -17,21 +17,36 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// ErrBinariesMissing reports that the etcd or kube-apiserver binary is not
-// where Start looked for it.
+// ErrBinariesMissing reports that a control-plane binary (etcd,
+// kube-apiserver, or kube-controller-manager when asked for) is not where
+// Start looked for it.
 var ErrBinariesMissing = errors.New("control-plane binaries missing")
 
 // Options configure Start. The zero value is ready to use.
 type Options struct {
-	// BinDir holds the etcd and kube-apiserver binaries. Default: the
-	// BINDKIT_BIN_DIR environment variable, else bin/ in the bindkit module
-	// root found above the working directory.
+	// BinDir holds the newest minor's etcd, kube-apiserver and
+	// kube-controller-manager binaries, and every other minor's in a
+	// subdirectory named after it (v1.36). Default: the BINDKIT_BIN_DIR
+	// environment variable, else bin/ in the bindkit module root found above
+	// the working directory.
 	BinDir string
+	// KubeMinor is the Kubernetes minor to run, such as "1.36"; Start fails
+	// if the kube-apiserver it finds reports another. Default: the
+	// BINDKIT_KUBE_MINOR environment variable, else NewestMinor.
+	KubeMinor string
+	// ControllerManager also runs kube-controller-manager, so that garbage
+	// collection and namespace deletion happen as in a cluster. Without it a
+	// deleted namespace stays Terminating and owner references are inert.
+	ControllerManager bool
+	// Controllers are the kube-controller-manager controllers to run when
+	// ControllerManager is set. Default: DefaultControllers.
+	Controllers []string
 	// CRDPaths are YAML files of CustomResourceDefinitions to install, and
 	// wait for, before Start returns.
 	CRDPaths []string
@@ -42,9 +57,19 @@ type Options struct {
 	// StopGrace is how long Stop waits for a process to exit after SIGTERM
 	// before it kills it. Default: 15 seconds.
 	StopGrace time.Duration
+	// Audit makes the kube-apiserver log every request (Metadata level) for
+	// Environment.AuditEvents, e.g. to see which permissions a client used.
+	Audit bool
+	// WebhookClientAuth makes the kube-apiserver present a client
+	// certificate to every webhook it calls, through an
+	// AdmissionConfiguration (WebhookAdmissionConfiguration kubeconfig), as
+	// a cluster does for webhooks that authenticate their caller. The CA
+	// that signed it is in Environment.WebhookClientCAFile.
+	WebhookClientAuth bool
 }
 
-// Environment is a running etcd and kube-apiserver.
+// Environment is a running etcd and kube-apiserver, and kube-controller-manager
+// if Options.ControllerManager asked for it.
 type Environment struct {
 	// Config reaches the kube-apiserver as an administrator (a member of
 	// system:masters). Callers may copy it and change the copy.
@@ -55,9 +80,16 @@ type Environment struct {
 	// Dir is the temporary directory that holds every file of the
 	// environment; Stop removes it.
 	Dir string
+	// WebhookClientCAFile and WebhookClientCAPEM are the CA of the client
+	// certificate the kube-apiserver presents to webhooks, in a file and in
+	// PEM form; empty unless Options.WebhookClientAuth.
+	WebhookClientCAFile string
+	WebhookClientCAPEM  []byte
+	// Version is what the kube-apiserver reports at /version.
+	Version version.Info
 
-	etcd, apiserver *process
-	stopGrace       time.Duration
+	etcd, apiserver, controllerManager *process
+	stopGrace                          time.Duration
 }
 
 const (
@@ -79,7 +111,18 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	if opts.StopGrace == 0 {
 		opts.StopGrace = defaultStopGrace
 	}
-	binDir, err := resolveBinDir(opts.BinDir)
+	minor, err := resolveMinor(opts.KubeMinor)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{etcdBinary, apiServerBinary}
+	if opts.ControllerManager {
+		names = append(names, controllerManagerBinary)
+		if len(opts.Controllers) == 0 {
+			opts.Controllers = DefaultControllers()
+		}
+	}
+	binDir, err := resolveBinDir(opts.BinDir, minor, names)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +130,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	defer cancel()
 
 	for attempt := 1; ; attempt++ {
-		env, err := start(ctx, binDir, opts)
+		env, err := start(ctx, binDir, minor, opts)
 		if err == nil {
 			return env, nil
 		}
@@ -98,7 +141,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 }
 
-func start(ctx context.Context, binDir string, opts Options) (_ *Environment, err error) {
+func start(ctx context.Context, binDir, minor string, opts Options) (_ *Environment, err error) {
 	dir, err := os.MkdirTemp("", "bindkit-testenv-")
 	if err != nil {
 		return nil, fmt.Errorf("create temp dir: %w", err)
@@ -112,11 +155,11 @@ func start(ctx context.Context, binDir string, opts Options) (_ *Environment, er
 		}
 	}()
 
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
-	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+	etcdClient, etcdPeer, apiPort, controllerManagerPort := ports[0], ports[1], ports[2], ports[3]
 
 	progress(opts.Progress, "starting etcd on 127.0.0.1:%d", etcdClient)
 	if env.etcd, err = startEtcd(binDir, dir, etcdClient, etcdPeer); err != nil {
@@ -130,8 +173,19 @@ func start(ctx context.Context, binDir string, opts Options) (_ *Environment, er
 	if err != nil {
 		return nil, err
 	}
+	if opts.WebhookClientAuth {
+		if err := writeWebhookClientAuth(dir, files, env); err != nil {
+			return nil, err
+		}
+	}
 	progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", apiPort)
-	if env.apiserver, err = startAPIServer(binDir, dir, files, etcdClient, apiPort); err != nil {
+	var extra []string
+	if opts.Audit {
+		if extra, err = auditArgs(dir); err != nil {
+			return nil, err
+		}
+	}
+	if env.apiserver, err = startAPIServer(binDir, dir, files, etcdClient, apiPort, extra...); err != nil {
 		return nil, err
 	}
 
@@ -148,8 +202,17 @@ func start(ctx context.Context, binDir string, opts Options) (_ *Environment, er
 	if err := waitHealthy(ctx, env.apiserver, httpClient, env.Config.Host+"/readyz"); err != nil {
 		return nil, err
 	}
+	if err := env.checkVersion(minor); err != nil {
+		return nil, err
+	}
 	if env.KubeconfigPath, err = writeKubeconfig(dir, env.Config); err != nil {
 		return nil, err
+	}
+	if opts.ControllerManager {
+		progress(opts.Progress, "starting kube-controller-manager on 127.0.0.1:%d (%s)", controllerManagerPort, strings.Join(opts.Controllers, ","))
+		if err := env.startControllerManager(ctx, binDir, files, controllerManagerPort, opts.Controllers); err != nil {
+			return nil, err
+		}
 	}
 	if len(opts.CRDPaths) > 0 {
 		progress(opts.Progress, "installing %d CRD file(s)", len(opts.CRDPaths))
@@ -161,11 +224,11 @@ func start(ctx context.Context, binDir string, opts Options) (_ *Environment, er
 	return env, nil
 }
 
-// Stop ends kube-apiserver, then etcd, and removes Dir. It is safe to call
-// more than once.
+// Stop ends kube-controller-manager, kube-apiserver, then etcd, and removes
+// Dir. It is safe to call more than once.
 func (e *Environment) Stop() error {
 	var errs []error
-	for _, p := range []*process{e.apiserver, e.etcd} {
+	for _, p := range []*process{e.controllerManager, e.apiserver, e.etcd} {
 		if p != nil {
 			errs = append(errs, p.stop(e.stopGrace))
 		}
@@ -176,16 +239,20 @@ func (e *Environment) Stop() error {
 	return errors.Join(errs...)
 }
 
-// PIDs returns the process IDs of etcd and kube-apiserver, for callers that
-// check nothing outlives Stop.
+// PIDs returns the process IDs of etcd, kube-apiserver and, if it runs,
+// kube-controller-manager, for callers that check nothing outlives Stop.
 func (e *Environment) PIDs() []int {
-	return []int{e.etcd.pid(), e.apiserver.pid()}
+	pids := []int{e.etcd.pid(), e.apiserver.pid()}
+	if e.controllerManager != nil {
+		pids = append(pids, e.controllerManager.pid())
+	}
+	return pids
 }
 
 func startEtcd(binDir, dir string, clientPort, peerPort int) (*process, error) {
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	return startProcess("etcd", filepath.Join(binDir, "etcd"), []string{
+	return startProcess(etcdBinary, filepath.Join(binDir, etcdBinary), []string{
 		"--name=testenv",
 		"--data-dir=" + filepath.Join(dir, "etcd-data"),
 		"--listen-client-urls=" + clientURL,
@@ -206,6 +273,7 @@ type apiServerFiles struct {
 	serviceAccountKeyFile string
 	tokenFile             string
 	adminToken            string
+	extraArgs             []string // more kube-apiserver flags
 }
 
 func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
@@ -246,8 +314,8 @@ func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
 	return f, nil
 }
 
-func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int) (*process, error) {
-	return startProcess("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), []string{
+func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int, extra ...string) (*process, error) {
+	return startProcess(apiServerBinary, filepath.Join(binDir, apiServerBinary), append([]string{
 		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
@@ -265,12 +333,13 @@ func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int) (
 		"--service-account-signing-key-file=" + f.serviceAccountKeyFile,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
-		// No controller-manager runs, so no namespace ever gets its default
-		// ServiceAccount; the ServiceAccount plugin would reject every Pod.
+		// Off even when kube-controller-manager runs: with it, a Pod created
+		// in a namespace a moment old fails until the serviceaccount
+		// controller has made "default", and tests create Pods at once.
 		"--disable-admission-plugins=ServiceAccount",
 		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		"--v=0",
-	}, dir)
+	}, append(f.extraArgs, extra...)...), dir)
 }
 
 // waitHealthy polls url until it answers 200, the process exits, or ctx ends.

@@ -15,52 +15,122 @@ import (
 )
 
 // TestStartStopWithRealControlPlaneLeavesNothingBehind starts a second,
-// private control plane and checks that Stop ends both processes, frees the
-// ports and removes the directory.
+// private control plane, with and without kube-controller-manager, and checks
+// that it runs the minor asked for and that Stop ends every process, frees
+// the ports and removes the directory.
 func TestStartStopWithRealControlPlaneLeavesNothingBehind(t *testing.T) {
 	controlPlane.Env(t) // skip or fail exactly as the shared control plane would
 
-	env, err := testenv.Start(context.Background(), testenv.Options{})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	pids := env.PIDs()
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, 0); err != nil {
-			t.Fatalf("process %d not running after Start: %v", pid, err)
-		}
-	}
-	for _, name := range []string{"kubeconfig", "etcd.log", "kube-apiserver.log"} {
-		if _, err := os.Stat(filepath.Join(env.Dir, name)); err != nil {
-			t.Errorf("after Start: %v", err)
-		}
-	}
-	apiAddr := strings.TrimPrefix(env.Config.Host, "https://")
+	tests := []struct {
+		name              string
+		controllerManager bool
+		wantProcesses     int
+		wantLogs          []string
+	}{{
+		name:          "etcd and kube-apiserver",
+		wantProcesses: 2,
+		wantLogs:      []string{"kubeconfig", "etcd.log", "kube-apiserver.log"},
+	}, {
+		name:              "with kube-controller-manager",
+		controllerManager: true,
+		wantProcesses:     3,
+		wantLogs:          []string{"kubeconfig", "etcd.log", "kube-apiserver.log", "kube-controller-manager.log"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := testenv.Start(context.Background(), testenv.Options{ControllerManager: tc.controllerManager})
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			if got, want := env.KubeMinor(), wantMinor(); got != want {
+				t.Errorf("KubeMinor() = %q (%s), want %q", got, env.Version.GitVersion, want)
+			}
+			pids := env.PIDs()
+			if len(pids) != tc.wantProcesses {
+				t.Errorf("PIDs() = %v, want %d processes", pids, tc.wantProcesses)
+			}
+			for _, pid := range pids {
+				if err := syscall.Kill(pid, 0); err != nil {
+					t.Fatalf("process %d not running after Start: %v", pid, err)
+				}
+			}
+			for _, name := range tc.wantLogs {
+				if _, err := os.Stat(filepath.Join(env.Dir, name)); err != nil {
+					t.Errorf("after Start: %v", err)
+				}
+			}
+			apiAddr := strings.TrimPrefix(env.Config.Host, "https://")
 
-	if err := env.Stop(); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("process %d after Stop: kill(0) = %v, want ESRCH", pid, err)
-		}
-	}
-	if _, err := os.Stat(env.Dir); !os.IsNotExist(err) {
-		t.Errorf("directory %s after Stop: stat = %v, want not exist", env.Dir, err)
-	}
-	if conn, err := net.Dial("tcp", apiAddr); err == nil {
-		conn.Close()
-		t.Errorf("kube-apiserver address %s still accepts connections after Stop", apiAddr)
-	}
-	if err := env.Stop(); err != nil {
-		t.Errorf("second Stop: %v", err)
+			if err := env.Stop(); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			for _, pid := range pids {
+				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+					t.Errorf("process %d after Stop: kill(0) = %v, want ESRCH", pid, err)
+				}
+			}
+			if _, err := os.Stat(env.Dir); !os.IsNotExist(err) {
+				t.Errorf("directory %s after Stop: stat = %v, want not exist", env.Dir, err)
+			}
+			if conn, err := net.Dial("tcp", apiAddr); err == nil {
+				conn.Close()
+				t.Errorf("kube-apiserver address %s still accepts connections after Stop", apiAddr)
+			}
+			if err := env.Stop(); err != nil {
+				t.Errorf("second Stop: %v", err)
+			}
+		})
 	}
 }
 
+// wantMinor is the minor Start runs by default in this test process.
+func wantMinor() string {
+	if minor := os.Getenv(testenv.KubeMinorEnv); minor != "" {
+		return minor
+	}
+	return testenv.NewestMinor
+}
+
 func TestStartReportsMissingBinaries(t *testing.T) {
-	_, err := testenv.Start(context.Background(), testenv.Options{BinDir: t.TempDir()})
-	if !errors.Is(err, testenv.ErrBinariesMissing) {
-		t.Fatalf("Start with an empty bin dir: err = %v, want ErrBinariesMissing", err)
+	withoutControllerManager := t.TempDir()
+	writeScript(t, filepath.Join(withoutControllerManager, "etcd"), "exit 1")
+	writeScript(t, filepath.Join(withoutControllerManager, "kube-apiserver"), "exit 1")
+	tests := []struct {
+		name string
+		opts testenv.Options
+		want string // a substring of the error
+	}{{
+		name: "empty bin dir",
+		opts: testenv.Options{BinDir: t.TempDir(), KubeMinor: testenv.NewestMinor},
+		want: "etcd",
+	}, {
+		name: "no binaries of an older minor",
+		opts: testenv.Options{BinDir: withoutControllerManager, KubeMinor: "1.30"},
+		want: "v1.30/etcd",
+	}, {
+		name: "kube-controller-manager asked for, not built",
+		opts: testenv.Options{BinDir: withoutControllerManager, KubeMinor: testenv.NewestMinor, ControllerManager: true},
+		want: "kube-controller-manager",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := testenv.Start(context.Background(), tc.opts)
+			if !errors.Is(err, testenv.ErrBinariesMissing) {
+				t.Fatalf("Start: err = %v, want ErrBinariesMissing", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error does not name %q:\n%v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestStartRejectsMalformedMinor(t *testing.T) {
+	for _, minor := range []string{"1", "1.x", "2.0.1", "latest"} {
+		_, err := testenv.Start(context.Background(), testenv.Options{BinDir: t.TempDir(), KubeMinor: minor})
+		if err == nil || errors.Is(err, testenv.ErrBinariesMissing) || !strings.Contains(err.Error(), minor) {
+			t.Errorf("Start with KubeMinor %q: err = %v, want an error naming the malformed minor", minor, err)
+		}
 	}
 }
 
@@ -87,7 +157,7 @@ func TestStartQuotesLogOfFailingProcess(t *testing.T) {
 			tmp := t.TempDir()
 			t.Setenv("TMPDIR", tmp)
 
-			_, err := testenv.Start(context.Background(), testenv.Options{BinDir: bin})
+			_, err := testenv.Start(context.Background(), testenv.Options{BinDir: bin, KubeMinor: testenv.NewestMinor})
 			if err == nil {
 				t.Fatal("Start succeeded with failing binaries")
 			}

@@ -6,6 +6,10 @@ import (
 	"github.com/bindkit/bindkit/internal/testenv"
 )
 
-var controlPlane testenv.Shared
+// The kube-apiserver presents a client certificate to webhooks, as in a
+// cluster whose webhooks authenticate their caller (webhooks that ask for
+// none are unaffected), and kube-controller-manager runs too: the package
+// tests both.
+var controlPlane = testenv.Shared{Options: testenv.Options{WebhookClientAuth: true, ControllerManager: true}}
 
 func TestMain(m *testing.M) { controlPlane.Main(m) }

@@ -11,9 +11,9 @@ import (
 
 // CreateNamespace creates a namespace named prefix plus a random suffix, for
 // one test, and deletes it when the test ends, so tests can share the
-// control plane and run in parallel. Without kube-controller-manager a
-// deleted namespace never finishes terminating, but it no longer accepts
-// new objects.
+// control plane and run in parallel. Without kube-controller-manager
+// (Options.ControllerManager) a deleted namespace never finishes
+// terminating, but it no longer accepts new objects.
 func (e *Environment) CreateNamespace(t testing.TB, prefix string) string {
 	t.Helper()
 	kube, err := kubernetes.NewForConfig(e.Config)

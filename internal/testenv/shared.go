@@ -25,12 +25,18 @@ type Shared struct {
 
 // Main runs the package's tests, stops the control plane if a test started
 // one, and exits. Call it from TestMain.
-func (s *Shared) Main(m *testing.M) {
+func (s *Shared) Main(m *testing.M) { Main(m, s) }
+
+// Main runs the package's tests, stops every control plane of planes that
+// a test started, and exits: for a package with more than one Shared.
+func Main(m *testing.M, planes ...*Shared) {
 	code := m.Run()
-	if err := s.stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: stop control plane: %v\n", err)
-		if code == 0 {
-			code = 1
+	for _, s := range planes {
+		if err := s.stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: stop control plane: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
 		}
 	}
 	os.Exit(code)

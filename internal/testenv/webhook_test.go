@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -131,7 +132,7 @@ func TestKubeAPIServerCallsMutatingWebhook(t *testing.T) {
 
 // startTLSServer serves handler over TLS on 127.0.0.1 and returns the server
 // and the CA bundle that trusts it.
-func startTLSServer(t *testing.T, handler http.Handler) (*httptest.Server, []byte) {
+func startTLSServer(t *testing.T, handler http.Handler, configure ...func(*tls.Config)) (*httptest.Server, []byte) {
 	t.Helper()
 	cert, err := testenv.NewServingCert("127.0.0.1")
 	if err != nil {
@@ -140,6 +141,9 @@ func startTLSServer(t *testing.T, handler http.Handler) (*httptest.Server, []byt
 	tlsConfig, err := cert.TLSConfig()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range configure {
+		c(tlsConfig)
 	}
 	server := httptest.NewUnstartedServer(handler)
 	server.TLS = tlsConfig

@@ -1,0 +1,158 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bindkit/bindkit/internal/faults"
+)
+
+// calledIn returns the namespaces the webhook's namespaceSelector names
+// (nil when it names none) and whether it has rules at all.
+func calledIn(h *faults.Harness) (namespaces []string, rules bool, err error) {
+	cfg, err := h.Configuration()
+	if err != nil {
+		return nil, false, err
+	}
+	wh := cfg.Webhooks[0]
+	if wh.NamespaceSelector != nil {
+		for _, r := range wh.NamespaceSelector.MatchExpressions {
+			if r.Key == corev1.LabelMetadataName && r.Operator == metav1.LabelSelectorOpIn {
+				namespaces = r.Values
+			}
+		}
+	}
+	return namespaces, len(wh.Rules) > 0 && len(wh.ClientConfig.CABundle) > 0, nil
+}
+
+// waitCalledIn waits until the webhook is called in exactly want (none:
+// no rules at all).
+func waitCalledIn(h *faults.Harness, what string, want []string) time.Duration {
+	return h.Eventually(what, 30*time.Second, func() (string, error) {
+		got, rules, err := calledIn(h)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if len(want) == 0 {
+			if rules {
+				return fmt.Sprintf("webhook has rules, namespaces %v", got), nil
+			}
+			return "", nil
+		}
+		if !rules {
+			return "no rules yet", nil
+		}
+		return cmp.Diff(want, got), nil
+	})
+}
+
+// installCRDWithoutNamespaceGuard replaces the GithubBinding CRD by one
+// without the CEL rule that keeps a subject in the Binding's namespace, as
+// a Binding author's own CRD may be: the framework must keep the webhook
+// away from both namespaces anyway.
+func installCRDWithoutNamespaceGuard(t *testing.T, h *faults.Harness) {
+	t.Helper()
+	original := filepath.Join(repoRoot, faults.CRDPath)
+	data, err := os.ReadFile(original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := "                - rule: \"!has(self.__namespace__) || self.__namespace__ == ''\"\n" +
+		"                  message: subjects are in the binding's namespace; leave namespace empty\n"
+	if !strings.Contains(string(data), guard) {
+		t.Fatalf("%s: the namespace rule changed; update this test", original)
+	}
+	path := filepath.Join(t.TempDir(), "crd.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), guard, "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Env.InstallCRDs(context.Background(), path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Env.InstallCRDs(context.Background(), original); err != nil {
+			t.Errorf("restore the CRD: %v", err)
+		}
+	})
+}
+
+// TestWebhookCalledOnlyWhereBindingsApplyWithRealAPIServer: the
+// configuration the controller binary writes asks the kube-apiserver to
+// call the webhook only in namespaces that hold a GithubBinding, and
+// follows Bindings as they come and go; a Binding whose subject is in
+// another namespace, and one in kube-system, add no namespace. With the
+// process stopped and failurePolicy Fail, creates in a namespace without
+// Bindings and in kube-system succeed, while those in a namespace with one
+// are refused (the webhook does stand there).
+func TestWebhookCalledOnlyWhereBindingsApplyWithRealAPIServer(t *testing.T) {
+	env := controlPlane.Env(t)
+	h := faults.Start(t, env, repoRoot)
+	installCRDWithoutNamespaceGuard(t, h)
+	ctx := context.Background()
+
+	waitCalledIn(h, "no Bindings: the webhook matches nothing", nil)
+	a, b, c, d, free := h.Namespace("scope-a-"), h.Namespace("scope-b-"), h.Namespace("scope-c-"), h.Namespace("scope-d-"), h.Namespace("scope-free-")
+
+	h.Binding(a, "web", "web", "")
+	took := waitCalledIn(h, "a Binding in a", []string{a})
+	t.Logf("configuration followed the first Binding in %.2fs", took.Seconds())
+	h.Binding(b, "web", "web", "")
+	waitCalledIn(h, "Bindings in a and b", sorted(a, b))
+	h.Binding(c, "reach", "web", d)
+	h.Binding(metav1.NamespaceSystem, "system", "web", "")
+	h.Binding(a, "second", "web", "")
+	// Nothing to wait for: give the controller time to get it wrong.
+	time.Sleep(3 * time.Second)
+	waitCalledIn(h, "a cross-namespace Binding and one in kube-system add nothing", sorted(a, b))
+	h.DeleteBinding(a, "web")
+	waitCalledIn(h, "a still holds a Binding", sorted(a, b))
+	h.DeleteBinding(a, "second")
+	took = waitCalledIn(h, "a holds no Binding any more", []string{b})
+	t.Logf("configuration followed the last Binding leaving a namespace %.2fs after it was gone", took.Seconds())
+	h.WaitAdmissionBinds(b, "web")
+
+	h.StopProcess()
+	cfg, err := h.Configuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Webhooks[0].FailurePolicy; p == nil || *p != "Fail" {
+		t.Fatalf("failurePolicy %v, want Fail as config/ installs it", p)
+	}
+	deployments := func(ns string) error {
+		_, err := h.Kube.AppsV1().Deployments(ns).Create(ctx, faults.Deployment(ns, "while-down", "web"), metav1.CreateOptions{})
+		if err == nil {
+			h.Kube.AppsV1().Deployments(ns).Delete(ctx, "while-down", metav1.DeleteOptions{})
+		}
+		return err
+	}
+	for _, ns := range []string{free, a, metav1.NamespaceSystem, c, d} {
+		if err := deployments(ns); err != nil {
+			t.Errorf("create in %s with the webhook down: %v", ns, err)
+		}
+	}
+	if err := deployments(b); err == nil {
+		t.Errorf("create in %s, which holds a Binding, succeeded with the webhook down: the webhook is not called there", b)
+	} else {
+		t.Logf("create in the namespace with a Binding, webhook down, refused as expected: %v", err)
+	}
+
+	// Up again, so the Bindings' finalizers can go at cleanup.
+	h.StartProcess()
+}
+
+func sorted(namespaces ...string) []string {
+	out := slices.Clone(namespaces)
+	slices.Sort(out)
+	return out
+}

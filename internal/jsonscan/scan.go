@@ -1,0 +1,564 @@
+package jsonscan
+
+import (
+	"errors"
+	"fmt"
+
+	kjson "sigs.k8s.io/json"
+)
+
+// ErrTooDeep is wrapped by the error of a scan that met JSON nested deeper
+// than its limit.
+var ErrTooDeep = errors.New("JSON nested too deep")
+
+// MaxDepth is the nesting encoding/json, and the kube-apiserver's decoder,
+// accept.
+const MaxDepth = 10000
+
+// Result is what Scan learned.
+type Result struct {
+	// Depth is the deepest nesting of objects and arrays; the top-level
+	// object is at depth 1.
+	Depth int
+	// Bytes estimates, from above, the heap that decoding the JSON into the
+	// scanned Type allocates, the Type's own Size included: the Go values
+	// of the fields it knows, with room for slices and maps grown while
+	// decoding. Members the Type does not know cost nothing.
+	Bytes int64
+	// Counts are the lengths of lists in Fields with a Count.
+	Counts [MaxCounts]int
+	// Marked is the JSON of a Field with Mark; nil when absent or null.
+	Marked []byte
+}
+
+// Scan reads raw, which must be a JSON object, as decoding it into root
+// would, without decoding it. It fails on malformed JSON, on nesting deeper
+// than maxDepth (0: MaxDepth) with an error wrapping ErrTooDeep, on a field
+// of a Struct given twice (encoding/json would merge the two, a JSON patch
+// library would keep the last) and on a Field with Object whose value is
+// not an object or null.
+func Scan(raw []byte, root *Type, maxDepth int) (Result, error) {
+	sc := scanner{data: raw, maxDepth: depthLimit(maxDepth)}
+	if err := sc.top(); err != nil {
+		return Result{}, err
+	}
+	cost, err := sc.value(root)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := sc.end(); err != nil {
+		return Result{}, err
+	}
+	sc.res.Bytes = cost + root.Size
+	return sc.res, nil
+}
+
+// Member returns the JSON of the first member called name of the JSON
+// object raw, nil when it has none. It stops at that member, so it costs a
+// scan of what comes before it, and decodes and copies nothing. It fails
+// on JSON that is malformed up to there, nested deeper than maxDepth (0:
+// MaxDepth), or not an object.
+func Member(raw []byte, name string, maxDepth int) ([]byte, error) {
+	sc := scanner{data: raw, maxDepth: depthLimit(maxDepth)}
+	if err := sc.top(); err != nil {
+		return nil, err
+	}
+	sc.pos++ // '{'
+	sc.depth = 1
+	sc.skipSpace()
+	if sc.peek() == '}' {
+		return nil, nil
+	}
+	for {
+		key, escaped, err := sc.key()
+		if err != nil {
+			return nil, err
+		}
+		sc.skipSpace()
+		start := sc.pos
+		if _, err := sc.value(nil); err != nil {
+			return nil, err
+		}
+		if keyIs(key, escaped, name) {
+			return raw[start:sc.pos], nil
+		}
+		if done, err := sc.next('}'); err != nil || done {
+			return nil, err
+		}
+	}
+}
+
+func depthLimit(d int) int {
+	if d <= 0 || d > MaxDepth {
+		return MaxDepth
+	}
+	return d
+}
+
+func keyIs(key []byte, escaped bool, name string) bool {
+	if !escaped {
+		return string(key) == name
+	}
+	return unescape(key) == name
+}
+
+// unescape returns the key a quoted key with escapes decodes to, or ""
+// for one that does not decode (the scan reports those).
+func unescape(quotedContent []byte) string {
+	var k string
+	quoted := make([]byte, 0, len(quotedContent)+2)
+	quoted = append(append(append(quoted, '"'), quotedContent...), '"')
+	if kjson.UnmarshalCaseSensitivePreserveInts(quoted, &k) != nil {
+		return ""
+	}
+	return k
+}
+
+// scanner walks JSON bytes with the Type tree beside it.
+type scanner struct {
+	data      []byte
+	pos       int
+	depth     int
+	maxDepth  int
+	lastCount int // elements of the last array scanned
+	res       Result
+}
+
+// top checks that the input starts with an object.
+func (sc *scanner) top() error {
+	sc.skipSpace()
+	if sc.pos >= len(sc.data) {
+		return errors.New("empty JSON: want an object")
+	}
+	if c := sc.data[sc.pos]; c != '{' {
+		return fmt.Errorf("JSON is %s, not an object", KindOf(c))
+	}
+	return nil
+}
+
+// end checks that nothing but space follows the top-level value.
+func (sc *scanner) end() error {
+	sc.skipSpace()
+	if sc.pos < len(sc.data) {
+		return sc.syntax("invalid character %q after the object", sc.data[sc.pos])
+	}
+	return nil
+}
+
+// KindOf names the JSON type that starts with c, for errors: "an object".
+func KindOf(c byte) string {
+	switch c {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return "a number"
+	}
+	return fmt.Sprintf("invalid (%q)", c)
+}
+
+func (sc *scanner) syntax(format string, args ...any) error {
+	return fmt.Errorf("invalid JSON at offset %d: %s", sc.pos, fmt.Sprintf(format, args...))
+}
+
+func (sc *scanner) unexpectedEnd() error {
+	return fmt.Errorf("invalid JSON at offset %d: unexpected end", sc.pos)
+}
+
+func (sc *scanner) skipSpace() {
+	data, i := sc.data, sc.pos
+	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\t' || data[i] == '\r') {
+		i++
+	}
+	sc.pos = i
+}
+
+// peek returns the next byte, or 0 at the end.
+func (sc *scanner) peek() byte {
+	if sc.pos < len(sc.data) {
+		return sc.data[sc.pos]
+	}
+	return 0
+}
+
+func (sc *scanner) enter() error {
+	sc.depth++
+	if sc.depth > sc.maxDepth {
+		return fmt.Errorf("at offset %d: %w: more than %d levels", sc.pos, ErrTooDeep, sc.maxDepth)
+	}
+	sc.res.Depth = max(sc.res.Depth, sc.depth)
+	return nil
+}
+
+// key scans an object key and the colon after it.
+func (sc *scanner) key() (key []byte, escaped bool, err error) {
+	sc.skipSpace()
+	if sc.peek() != '"' {
+		if sc.pos >= len(sc.data) {
+			return nil, false, sc.unexpectedEnd()
+		}
+		return nil, false, sc.syntax("invalid character %q looking for the beginning of an object key", sc.data[sc.pos])
+	}
+	start := sc.pos
+	if escaped, err = sc.string(); err != nil {
+		return nil, false, err
+	}
+	key = sc.data[start+1 : sc.pos-1]
+	sc.skipSpace()
+	if sc.peek() != ':' {
+		if sc.pos >= len(sc.data) {
+			return nil, false, sc.unexpectedEnd()
+		}
+		return nil, false, sc.syntax("invalid character %q after object key", sc.data[sc.pos])
+	}
+	sc.pos++
+	return key, escaped, nil
+}
+
+// next scans the comma or the closing bracket after a member or element.
+func (sc *scanner) next(closing byte) (done bool, err error) {
+	sc.skipSpace()
+	switch c := sc.peek(); c {
+	case ',':
+		sc.pos++
+		return false, nil
+	case closing:
+		sc.pos++
+		return true, nil
+	case 0:
+		return false, sc.unexpectedEnd()
+	default:
+		return false, sc.syntax("invalid character %q after a value", c)
+	}
+}
+
+// value scans one JSON value that decodes into n (nil: skipped) and returns
+// the bytes decoding allocates beyond the value's own Go storage.
+func (sc *scanner) value(n *Type) (int64, error) {
+	sc.skipSpace()
+	if sc.pos >= len(sc.data) {
+		return 0, sc.unexpectedEnd()
+	}
+	start := sc.pos
+	if n != nil && n.Kind == Opaque {
+		_, err := sc.value(nil)
+		return int64(sc.pos - start), err
+	}
+	switch c := sc.data[sc.pos]; c {
+	case '{':
+		return sc.object(n)
+	case '[':
+		return sc.array(n)
+	case '"':
+		if _, err := sc.string(); err != nil {
+			return 0, err
+		}
+		if n != nil && (n.Kind == String || n.Kind == Bytes) {
+			return int64(sc.pos - start), nil
+		}
+		return 0, nil
+	case 't':
+		return 0, sc.literal("true")
+	case 'f':
+		return 0, sc.literal("false")
+	case 'n':
+		return 0, sc.literal("null")
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return 0, sc.number()
+	default:
+		return 0, sc.syntax("invalid character %q looking for the beginning of a value", c)
+	}
+}
+
+func (sc *scanner) object(n *Type) (int64, error) {
+	if err := sc.enter(); err != nil {
+		return 0, err
+	}
+	sc.pos++ // '{'
+	var (
+		cost    int64
+		seen    [maxStructFields / 64]uint64
+		entries int64
+	)
+	isStruct := n != nil && n.Kind == Struct
+	isMap := n != nil && n.Kind == Map
+	sc.skipSpace()
+	if sc.peek() == '}' {
+		sc.pos++
+		sc.depth--
+		if isMap {
+			return mapHeader, nil
+		}
+		return 0, nil
+	}
+	for {
+		keyStart := sc.pos
+		key, escaped, err := sc.key()
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case isStruct:
+			var f *Field
+			if escaped {
+				f = n.field([]byte(unescape(key)))
+			} else {
+				f = n.field(key)
+			}
+			if f == nil {
+				_, err = sc.value(nil)
+				break
+			}
+			word, bit := f.Index/64, uint64(1)<<(f.Index%64)
+			if seen[word]&bit != 0 {
+				return 0, fmt.Errorf("invalid JSON at offset %d: duplicate field %q", keyStart, key)
+			}
+			seen[word] |= bit
+			var c int64
+			c, err = sc.field(f)
+			cost += c
+		case isMap:
+			var c int64
+			c, err = sc.value(n.Elem)
+			entries++
+			cost += int64(len(key)) + c
+		default:
+			_, err = sc.value(nil)
+		}
+		if err != nil {
+			return 0, err
+		}
+		done, err := sc.next('}')
+		if err != nil {
+			return 0, err
+		}
+		if done {
+			break
+		}
+	}
+	sc.depth--
+	if isMap {
+		// A map entry: the key's header, the value, and overhead, for a
+		// table that doubles as it grows; a small map takes a group of
+		// eight slots however few it holds.
+		cost += mapHeader + 2*max(entries, 8)*(16+n.Elem.Size+8)
+	}
+	return cost, nil
+}
+
+// field scans the value of a struct field, charging a pointer's target and
+// recording counts and marks.
+func (sc *scanner) field(f *Field) (int64, error) {
+	sc.skipSpace()
+	start := sc.pos
+	c := sc.peek()
+	if f.Object && c != '{' && c != 'n' && c != 0 {
+		return 0, fmt.Errorf("%s is %s, not an object", f.Where, KindOf(c))
+	}
+	cost, err := sc.value(f.Type)
+	if err != nil {
+		return 0, err
+	}
+	if c == 'n' {
+		return 0, nil // null: the field keeps its zero value
+	}
+	if f.Ptr {
+		cost += f.Type.Size
+	}
+	if f.Mark {
+		sc.res.Marked = sc.data[start:sc.pos]
+	}
+	if f.Count != 0 && c == '[' {
+		sc.res.Counts[f.Count] = max(sc.res.Counts[f.Count], sc.lastCount)
+	}
+	return cost, nil
+}
+
+func (sc *scanner) array(n *Type) (int64, error) {
+	if err := sc.enter(); err != nil {
+		return 0, err
+	}
+	sc.pos++ // '['
+	var elem *Type
+	isSlice := n != nil && n.Kind == Slice
+	if isSlice {
+		elem = n.Elem
+	}
+	var cost int64
+	count := 0
+	sc.skipSpace()
+	if sc.peek() == ']' {
+		sc.pos++
+		sc.depth--
+		sc.lastCount = 0
+		return 0, nil
+	}
+	for {
+		sc.skipSpace()
+		null := sc.peek() == 'n'
+		c, err := sc.value(elem)
+		if err != nil {
+			return 0, err
+		}
+		count++
+		cost += c
+		if isSlice && n.ElemPtr && !null {
+			cost += elem.Size
+		}
+		done, err := sc.next(']')
+		if err != nil {
+			return 0, err
+		}
+		if done {
+			break
+		}
+	}
+	sc.depth--
+	if isSlice {
+		slot := elem.Size
+		if n.ElemPtr {
+			slot = 8
+		}
+		// Decoding grows the backing array as it goes: up to twice the
+		// elements, counting the arrays it outgrew.
+		cost += 2 * int64(count) * slot
+	}
+	sc.lastCount = count
+	return cost, nil
+}
+
+// string scans a JSON string starting at its opening quote and reports
+// whether it holds escapes.
+func (sc *scanner) string() (escaped bool, err error) {
+	data, i := sc.data, sc.pos+1
+	for i < len(data) {
+		c := data[i]
+		if !special[c] {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			sc.pos = i + 1
+			return escaped, nil
+		case c == '\\':
+			escaped = true
+			i++
+			if i >= len(data) {
+				sc.pos = i
+				return false, sc.unexpectedEnd()
+			}
+			switch data[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				i++
+				for range 4 {
+					if i >= len(data) {
+						sc.pos = i
+						return false, sc.unexpectedEnd()
+					}
+					if !isHex(data[i]) {
+						sc.pos = i
+						return false, sc.syntax("invalid character %q in \\u escape", data[i])
+					}
+					i++
+				}
+			default:
+				sc.pos = i
+				return false, sc.syntax("invalid escape \\%c in string", data[i])
+			}
+		default: // a control character
+			sc.pos = i
+			return false, sc.syntax("invalid control character %q in string", c)
+		}
+	}
+	sc.pos = i
+	return false, sc.unexpectedEnd()
+}
+
+// special marks the bytes a string scan must look at: the closing quote,
+// escapes and control characters.
+var special = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func (sc *scanner) literal(word string) error {
+	if len(sc.data)-sc.pos < len(word) {
+		if string(sc.data[sc.pos:]) == word[:len(sc.data)-sc.pos] {
+			sc.pos = len(sc.data)
+			return sc.unexpectedEnd()
+		}
+		return sc.syntax("invalid literal, want %s", word)
+	}
+	if string(sc.data[sc.pos:sc.pos+len(word)]) != word {
+		return sc.syntax("invalid literal, want %s", word)
+	}
+	sc.pos += len(word)
+	return nil
+}
+
+// number scans a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (sc *scanner) number() error {
+	if sc.peek() == '-' {
+		sc.pos++
+	}
+	switch c := sc.peek(); {
+	case c == '0':
+		sc.pos++
+	case '1' <= c && c <= '9':
+		for isDigit(sc.peek()) {
+			sc.pos++
+		}
+	case c == 0:
+		return sc.unexpectedEnd()
+	default:
+		return sc.syntax("invalid character %q in number", c)
+	}
+	if sc.peek() == '.' {
+		sc.pos++
+		if !isDigit(sc.peek()) {
+			return sc.numberError()
+		}
+		for isDigit(sc.peek()) {
+			sc.pos++
+		}
+	}
+	if c := sc.peek(); c == 'e' || c == 'E' {
+		sc.pos++
+		if c := sc.peek(); c == '+' || c == '-' {
+			sc.pos++
+		}
+		if !isDigit(sc.peek()) {
+			return sc.numberError()
+		}
+		for isDigit(sc.peek()) {
+			sc.pos++
+		}
+	}
+	return nil
+}
+
+func (sc *scanner) numberError() error {
+	if sc.pos >= len(sc.data) {
+		return sc.unexpectedEnd()
+	}
+	return sc.syntax("invalid character %q in number", sc.data[sc.pos])
+}
