@@ -33,10 +33,10 @@ const (
 // patchSubjects applies the work to each subject, at most PatchConcurrency
 // at a time, and joins the errors. A subject that has no pod template, or
 // cannot be read as one, is an *unavailableError: its reason goes in the
-// Ready condition.
-func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s *subject, todo []work) error {
+// Ready condition. bound counts the bind work that succeeded.
+func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s *subject, todo []work) (bound int, _ error) {
 	if len(todo) == 0 {
-		return nil
+		return 0, nil
 	}
 	limit := cmp.Or(r.PatchConcurrency, DefaultPatchConcurrency)
 	sem := make(chan struct{}, limit)
@@ -52,10 +52,14 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := r.patchSubject(ctx, mctx, b, s, w); err != nil {
-				mu.Lock()
+			err := r.patchSubject(ctx, mctx, b, s, w)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
 				errs = append(errs, err)
-				mu.Unlock()
+			case w.bind:
+				bound++
 			}
 		})
 	}
@@ -63,7 +67,7 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, fmt.Errorf("%s: stopped before every subject was patched: %w", describe(b), err))
 	}
-	return classify(b, errs)
+	return bound, classify(b, errs)
 }
 
 // classify turns the subjects' errors into what reconcileBinding reports:
@@ -117,6 +121,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
 	name := fmt.Sprintf("%s: subject %s %s/%s", describe(b), s.gvr.GroupResource(), s.ref.Namespace, w.name)
 	by := r.boundBy(b)
+	observer := r.observerIn(ctx)
 	wait := firstPatchWait
 	var lastRejected string // resourceVersion of the last object whose patch was refused
 	for attempt := 1; ; attempt++ {
@@ -161,13 +166,18 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		_, err = client.Patch(ctx, w.name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager()})
+		_, err = client.Patch(ctx, w.name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)})
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
+		case err == nil:
+			observer.SubjectPatched(r.GVR.GroupResource(), w.bind)
+			return nil
+		case apierrors.IsNotFound(err):
 			return nil
 		case !apierrors.IsConflict(err) && !apierrors.IsInvalid(err):
 			return fmt.Errorf("%s: patch: %w", name, err)
-		case attempt == maxPatchAttempts:
+		}
+		observer.SubjectConflict(r.GVR.GroupResource())
+		if attempt == maxPatchAttempts {
 			return &conflictError{what: fmt.Sprintf("%s: still changing after %d attempts", name, attempt), err: err}
 		}
 		// A failed test comes back as 422 Invalid. If the subject did not
