@@ -52,6 +52,6 @@ func (r *BaseReconciler) observerIn(ctx context.Context) Observer {
 
 type nopObserver struct{}
 
-func (nopObserver) SubjectPatched(schema.GroupResource, bool)                      {}
-func (nopObserver) SubjectConflict(schema.GroupResource)                           {}
+func (nopObserver) SubjectPatched(schema.GroupResource, bool)                     {}
+func (nopObserver) SubjectConflict(schema.GroupResource)                          {}
 func (nopObserver) SubjectsBound(schema.GroupResource, types.NamespacedName, int) {}
