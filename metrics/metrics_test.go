@@ -370,7 +370,9 @@ func TestScrapedGauges(t *testing.T) {
 	impl := controller.NewImpl(controller.ReconcilerFunc(func(context.Context, string) error { return nil }), nil, "certificates")
 	m.WatchLeaders(impl, fakeLeader{"follower", false})
 	m.WatchIndexes(fakeIndex{"/githubbindings", 4, schema.GroupResource{Group: "bindkit.dev", Resource: "githubbindings"}})
-	leads := func() float64 { return value(t, reg, "bindkit_leader", map[string]string{"controller": "certificates"}) }
+	leads := func() float64 {
+		return value(t, reg, "bindkit_leader", map[string]string{"controller": "certificates"})
+	}
 	if got := leads(); got != 0 {
 		t.Errorf("leader before promotion = %v", got)
 	}
