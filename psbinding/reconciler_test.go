@@ -584,3 +584,43 @@ func TestBaseReconcilerNeverChangesWhatGetReturns(t *testing.T) {
 		t.Errorf("Reconcile changed the object Get returned (-before +after):\n%s", diff)
 	}
 }
+
+func TestBaseReconcilerUninstallReleasesEverything(t *testing.T) {
+	bound := corev1.EnvVar{Name: "TOKEN", Value: "t"}
+	a := newEnvBinding("ns", "a", deploymentRef("ns", "", matchLabels("app", "web")), "TOKEN", "t")
+	a.Finalizers = []string{"test.bindkit.dev/envbindings", "someone.else/keep"}
+	a.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"}
+	b := newEnvBinding("other", "b", deploymentRef("other", "db", nil), "TOKEN", "t")
+	b.Finalizers = []string{"test.bindkit.dev/envbindings"}
+	excluded := recorded(testDeployment("ns", "excluded", map[string]string{"app": "web", ExcludeLabel: "true"}, bound), "a")
+	f := newReconcilerFixture(t, a, b,
+		recorded(testDeployment("ns", "web", map[string]string{"app": "web"}, bound), "a"),
+		excluded,
+		recorded(testDeployment("other", "db", nil, bound), "b"),
+	)
+	if err := f.r.Uninstall(context.Background()); err != nil {
+		t.Fatalf("Uninstall: %v", err)
+	}
+	for _, d := range []struct{ ns, name string }{{"ns", "web"}, {"ns", "excluded"}, {"other", "db"}} {
+		if env := f.deploymentEnv(t, d.ns, d.name); len(env) != 0 {
+			t.Errorf("%s/%s still bound: %v", d.ns, d.name, env)
+		}
+		if got := f.deploymentBound(t, d.ns, d.name); got != "" {
+			t.Errorf("%s/%s still records %q", d.ns, d.name, got)
+		}
+	}
+	if diff := cmp.Diff([]string{"someone.else/keep"}, f.binding(t, "ns", "a").Finalizers); diff != "" {
+		t.Errorf("finalizers of a (-want +got):\n%s", diff)
+	}
+	if got := f.binding(t, "other", "b").Finalizers; len(got) != 0 {
+		t.Errorf("finalizers of b: %v", got)
+	}
+	// Again, with nothing left to do: no error, no write.
+	f.client.ClearActions()
+	if err := f.r.Uninstall(context.Background()); err != nil {
+		t.Fatalf("second Uninstall: %v", err)
+	}
+	if w := append(f.writes("deployments"), f.writes("envbindings")...); len(w) > 0 {
+		t.Errorf("second Uninstall wrote %v", w)
+	}
+}

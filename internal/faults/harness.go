@@ -185,6 +185,26 @@ func forward(conn net.Conn, ports []int) {
 	}
 }
 
+// RunOnce runs the controller binary with args (after the harness's own
+// flags) until it exits, at most timeout, and returns its log and how it
+// exited: for a mode that does its work and ends, such as --uninstall.
+func (h *Harness) RunOnce(timeout time.Duration, args ...string) (string, error) {
+	h.T.Helper()
+	proc, err := demo.StartController(h.Env, h.binary, h.Port, args...)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if exited, err := proc.Exited(); exited {
+			return proc.Log(), err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	proc.Kill()
+	return proc.Log(), fmt.Errorf("still running after %v; killed", timeout)
+}
+
 // Process is the controller process StartProcess started, nil once
 // stopped.
 func (h *Harness) Process() *demo.Controller { return h.proc }
