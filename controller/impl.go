@@ -213,7 +213,7 @@ func (i *Impl) Run(ctx context.Context, workers int) error {
 	if workers < 1 {
 		return fmt.Errorf("controller %s: workers must be at least 1, got %d", i.name, workers)
 	}
-	q, err := i.startQueue(observerFrom(ctx))
+	q, err := i.startQueue(ObserverFrom(ctx))
 	if err != nil {
 		return err
 	}

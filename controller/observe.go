@@ -59,7 +59,11 @@ func WithObserver(ctx context.Context, o Observer) context.Context {
 	return context.WithValue(ctx, observerKey{}, o)
 }
 
-func observerFrom(ctx context.Context) Observer {
+// ObserverFrom returns the Observer WithObserver stored in ctx, or nil.
+// The contexts Run passes to Reconcile derive from Run's, so a reconciler
+// finds it there too, and may look for more in it: psbinding's
+// BaseReconciler reports to it when it also implements psbinding.Observer.
+func ObserverFrom(ctx context.Context) Observer {
 	o, _ := ctx.Value(observerKey{}).(Observer)
 	return o
 }

@@ -3,20 +3,16 @@ package metrics
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/bindkit/bindkit/psbinding"
 )
 
-// Bindings returns the psbinding.Observer to reconcile Bindings with
-// (psbinding.WithObserver, or BaseReconciler.Observer): it counts subject
-// patches and conflicts and keeps the number of subjects bound, all by
-// Binding resource.
-func (m *Metrics) Bindings() psbinding.Observer { return bindingObserver{m} }
-
-type bindingObserver struct{ m *Metrics }
+// The psbinding.Observer methods of Controllers' observer: a
+// BaseReconciler finds them on the controller.Observer of its reconcile's
+// context. They count subject patches and conflicts and keep the number
+// of subjects bound, all by Binding resource. (This package does not
+// import psbinding, so psbinding's tests may run a process.)
 
 // SubjectPatched implements psbinding.Observer.
-func (o bindingObserver) SubjectPatched(binding schema.GroupResource, bind bool) {
+func (o controllerObserver) SubjectPatched(binding schema.GroupResource, bind bool) {
 	action := actionUnbind
 	if bind {
 		action = actionBind
@@ -25,7 +21,7 @@ func (o bindingObserver) SubjectPatched(binding schema.GroupResource, bind bool)
 }
 
 // SubjectConflict implements psbinding.Observer.
-func (o bindingObserver) SubjectConflict(binding schema.GroupResource) {
+func (o controllerObserver) SubjectConflict(binding schema.GroupResource) {
 	o.m.subjectConflicts.WithLabelValues(binding.String()).Inc()
 }
 
@@ -33,7 +29,7 @@ func (o bindingObserver) SubjectConflict(binding schema.GroupResource) {
 // the sum over its Bindings of what each last reported; the per-Binding
 // counts are kept here, never as labels, and a Binding that reports 0 is
 // forgotten.
-func (o bindingObserver) SubjectsBound(binding schema.GroupResource, key types.NamespacedName, n int) {
+func (o controllerObserver) SubjectsBound(binding schema.GroupResource, key types.NamespacedName, n int) {
 	m := o.m
 	m.boundMu.Lock()
 	defer m.boundMu.Unlock()

@@ -11,6 +11,8 @@ import (
 // Controllers returns the controller.Observer to run Impls with
 // (controller.WithObserver): it counts reconciles by outcome, records
 // their duration, and provides each Impl's work queue with its metrics.
+// It is also a psbinding.Observer (see SubjectPatched), which the
+// BaseReconcilers of those Impls report their subjects to.
 func (m *Metrics) Controllers() controller.Observer { return controllerObserver{m} }
 
 type controllerObserver struct{ m *Metrics }

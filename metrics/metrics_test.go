@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -138,7 +139,7 @@ func exercise(t *testing.T, m *Metrics) {
 	q.ShutDown()
 	c.NewUnfinishedWorkSecondsMetric("c").Set(0)
 	c.NewLongestRunningProcessorSecondsMetric("c").Set(0)
-	b := m.Bindings()
+	b := m.Controllers().(psbinding.Observer)
 	gr := schema.GroupResource{Group: "bindkit.dev", Resource: "githubbindings"}
 	b.SubjectPatched(gr, true)
 	b.SubjectConflict(gr)
@@ -283,7 +284,7 @@ func TestControllerAndQueueMetrics(t *testing.T) {
 
 func TestSubjectsBoundSumsBindings(t *testing.T) {
 	m, reg := newMetrics(t)
-	b := m.Bindings()
+	b := m.Controllers().(psbinding.Observer)
 	gh := schema.GroupResource{Group: "bindkit.dev", Resource: "githubbindings"}
 	cfg := schema.GroupResource{Group: "bindkit.dev", Resource: "configbindings"}
 	bound := func(gr schema.GroupResource) float64 {

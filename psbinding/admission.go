@@ -188,6 +188,13 @@ func (ac *AdmissionController) Reconcile(ctx context.Context, _ string) error {
 	return ac.reconcileConfiguration(ctx, bindings)
 }
 
+// fieldManager is the field manager of the controller's writes:
+// AdmissionConfig.FieldManager, else the process's
+// (controller.WithFieldManager), else DefaultFieldManager.
+func (ac *AdmissionController) fieldManager(ctx context.Context) string {
+	return cmp.Or(ac.cfg.FieldManager, controller.FieldManager(ctx), DefaultFieldManager)
+}
+
 // IndexedBindings returns how many Bindings the index Admit consults
 // holds: those listed at the last reconcile, less those that could not be
 // indexed. Every replica keeps the index, so every replica reports it.
@@ -295,8 +302,7 @@ func (ac *AdmissionController) reconcileConfiguration(ctx context.Context, bindi
 	if equality.Semantic.DeepEqual(current, desired) {
 		return nil
 	}
-	fieldManager := cmp.Or(ac.cfg.FieldManager, controller.FieldManager(ctx), DefaultFieldManager)
-	if _, err := ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, desired, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+	if _, err := ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, desired, metav1.UpdateOptions{FieldManager: ac.fieldManager(ctx)}); err != nil {
 		return fmt.Errorf("admission controller: update MutatingWebhookConfiguration %s: %w", ac.cfg.ConfigurationName, err)
 	}
 	ac.cfg.Logger.Info("webhook configuration programmed", zap.String("configuration", ac.cfg.ConfigurationName),

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/bindkit/bindkit/controller"
 )
 
 // Observer is told what a BaseReconciler does to subjects, for metrics
@@ -28,23 +30,14 @@ type Observer interface {
 	SubjectsBound(binding schema.GroupResource, key types.NamespacedName, n int)
 }
 
-type observerKey struct{}
-
-// WithObserver returns a copy of ctx that makes every BaseReconciler
-// whose Observer is nil, reconciling in ctx, report to o.
-// injection/sharedmain runs its controllers in such a context, so the
-// Bindings a process runs are counted whatever constructor built them.
-func WithObserver(ctx context.Context, o Observer) context.Context {
-	return context.WithValue(ctx, observerKey{}, o)
-}
-
-// observerIn returns r.Observer, else the one in ctx, else one that does
-// nothing.
+// observerIn returns r.Observer, else the controller.Observer of ctx (the
+// Impl's, which injection/sharedmain sets) when it is also an Observer,
+// else one that does nothing.
 func (r *BaseReconciler) observerIn(ctx context.Context) Observer {
 	if r.Observer != nil {
 		return r.Observer
 	}
-	if o, ok := ctx.Value(observerKey{}).(Observer); ok && o != nil {
+	if o, ok := controller.ObserverFrom(ctx).(Observer); ok && o != nil {
 		return o
 	}
 	return nopObserver{}

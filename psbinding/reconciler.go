@@ -202,9 +202,9 @@ type BaseReconciler struct {
 	// name), else DefaultFieldManager.
 	FieldManager string
 	// Observer, if set, is told of subject patches, conflicts and the
-	// subjects bound, for metrics. Nil means the Observer of the
-	// reconcile's context (WithObserver, as injection/sharedmain sets),
-	// else none.
+	// subjects bound, for metrics. Nil means the controller.Observer of
+	// the reconcile's context when it is also an Observer (as
+	// injection/sharedmain's metrics are), else none.
 	Observer Observer
 
 	checkOnce sync.Once

@@ -45,6 +45,7 @@ func TestRunWithRealAPIServer(t *testing.T) {
 		Kubeconfig: env.KubeconfigPath, DisableHA: true,
 		WebhookAddress: "127.0.0.1", WebhookPort: port,
 		WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}, WebhookGracePeriod: time.Second,
+		MetricsAddress: "127.0.0.1:0",
 	})
 	ctx = injection.WithSystemNamespace(ctx, systemNS)
 	ctx = WithLogLevel(ctx, level)
@@ -208,7 +209,7 @@ func TestObjectsThatExistAtStartUpAreReconciledWithRealAPIServer(t *testing.T) {
 			logs := &syncBuffer{}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			ctx = WithFlags(ctx, Flags{Kubeconfig: env.KubeconfigPath, DisableHA: disableHA, ProbePort: freePort(t)})
+			ctx = WithFlags(ctx, Flags{Kubeconfig: env.KubeconfigPath, DisableHA: disableHA, ProbePort: freePort(t), MetricsAddress: "127.0.0.1:0"})
 			ctx = injection.WithSystemNamespace(ctx, systemNS)
 			ctx = WithLogOutput(ctx, logs)
 			ctor := func(ctx context.Context, _ configmap.Watcher) *controller.Impl {

@@ -32,6 +32,10 @@ func fakeContext(t *testing.T, flags Flags, objects ...kruntime.Object) (context
 	t.Helper()
 	_, fakes := injectiontest.NewContext(t, objects...)
 	logs := &syncBuffer{}
+	if flags.MetricsAddress == "" {
+		// On, as by default, on a free port: tests run side by side.
+		flags.MetricsAddress = "127.0.0.1:0"
+	}
 	ctx := WithFlags(t.Context(), flags)
 	ctx = injection.WithSystemNamespace(ctx, testNamespace)
 	ctx = WithLogOutput(ctx, logs)
