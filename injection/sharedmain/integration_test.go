@@ -2,6 +2,7 @@ package sharedmain
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -260,6 +261,28 @@ func TestObjectsThatExistAtStartUpAreReconciledWithRealAPIServer(t *testing.T) {
 			case <-time.After(45 * time.Second):
 				t.Fatal("Run did not return within 45s of cancellation")
 			}
+			if !disableHA {
+				// client-go's leader election logs through klog: its
+				// lines are the process's JSON, not text on stderr.
+				if !hasLogLine(logs.String(), "klog", "successfully acquired lease") {
+					t.Errorf("no klog line of leader election in the process's log:\n%s", logs.String())
+				}
+			}
 		})
 	}
+}
+
+// hasLogLine reports whether the JSON log lines of logs include one of
+// logger whose message contains msg.
+func hasLogLine(logs, logger, msg string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		var entry struct {
+			Logger string `json:"logger"`
+			Msg    string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Logger == logger && strings.Contains(entry.Msg, msg) {
+			return true
+		}
+	}
+	return false
 }
