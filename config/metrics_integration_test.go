@@ -222,6 +222,21 @@ func (w *walk) checkFieldManagers() {
 	if got := managers(mwc.ManagedFields); !slices.Contains(got, fieldManagerNamed+"/"+string(metav1.ManagedFieldsOperationUpdate)) {
 		t.Errorf("MutatingWebhookConfiguration %s managedFields managers %v, want %s (Update)", mwc.Name, got, fieldManagerNamed)
 	}
+	// A Binding's finalizer (a patch) and its status (the status
+	// subresource).
+	b, err := w.dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(w.ns).Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bindingManagers []string
+	for _, f := range b.GetManagedFields() {
+		bindingManagers = append(bindingManagers, f.Manager+"/"+string(f.Operation)+"/"+f.Subresource)
+	}
+	for _, want := range []string{fieldManagerNamed + "/Update/", fieldManagerNamed + "/Update/status"} {
+		if !slices.Contains(bindingManagers, want) {
+			t.Errorf("GithubBinding %s/db managedFields %v, want %s", w.ns, bindingManagers, want)
+		}
+	}
 	s, err := w.kube.CoreV1().Secrets(systemNamespace).Get(ctx, "webhook-certs", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
