@@ -1,68 +1,38 @@
 package metrics
 
 import (
-	"context"
-	"net/url"
-	"sync"
 	"time"
-
-	clientmetrics "k8s.io/client-go/tools/metrics"
 
 	"github.com/bindkit/bindkit/internal/processwide"
 )
 
-// client-go reports its requests through hooks it accepts once per
-// process (tools/metrics.Register). They are installed the first time
-// AttachClientGo is called, and forward to the Metrics attached last.
-var (
-	clientGoOnce sync.Once
-	clientGoSlot processwide.Slot[Metrics]
-)
-
 // AttachClientGo makes client-go's request latency, request results and
 // rate-limiter waits count in m until detach is called. client-go accepts
-// its metric hooks only once per process, so the first call installs
-// hooks that forward to whichever Metrics was attached last and is still
-// attached; a second process run in the same test binary (one
-// injection/sharedmain.Run after another, or two at once) takes them over
-// while it runs, and the first gets them back when it detaches. Requests
-// made while none is attached are not counted.
+// its metric hooks only once per process: they are installed by
+// injection/sharedmain.InstallProcessHooks (which this calls, so call
+// that first where client-go is already in use), and forward to whichever
+// Metrics was attached last and is still attached; a second process run in
+// the same test binary (one injection/sharedmain.Run after another, or two
+// at once) takes them over while it runs, and the first gets them back
+// when it detaches. Requests made while none is attached are not counted.
 func (m *Metrics) AttachClientGo() (detach func()) {
-	clientGoOnce.Do(func() {
-		hooks := clientGoHooks{}
-		clientmetrics.Register(clientmetrics.RegisterOpts{
-			RequestLatency:     hooks,
-			RateLimiterLatency: rateLimiterHook{},
-			RequestResult:      hooks,
-		})
-	})
-	return clientGoSlot.Attach(m)
+	processwide.Install()
+	var hooks processwide.ClientGoMetrics = clientGoHooks{m}
+	return processwide.ClientGoSlot.Attach(&hooks)
 }
 
-type (
-	clientGoHooks   struct{}
-	rateLimiterHook struct{}
-)
+// clientGoHooks count client-go's requests in m. The URL and host are
+// left out: they name objects and servers, and labels must stay bounded.
+type clientGoHooks struct{ m *Metrics }
 
-// Observe implements clientmetrics.LatencyMetric for request latency. The
-// URL is left out: it names objects, and labels must stay bounded.
-func (clientGoHooks) Observe(_ context.Context, verb string, _ url.URL, latency time.Duration) {
-	if m := clientGoSlot.Load(); m != nil {
-		m.clientLatency.WithLabelValues(verb).Observe(latency.Seconds())
-	}
+func (h clientGoHooks) RequestLatency(verb string, d time.Duration) {
+	h.m.clientLatency.WithLabelValues(verb).Observe(d.Seconds())
 }
 
-// Increment implements clientmetrics.ResultMetric. The host is left out:
-// a process talks to one API server.
-func (clientGoHooks) Increment(_ context.Context, code, method, _ string) {
-	if m := clientGoSlot.Load(); m != nil {
-		m.clientResults.WithLabelValues(code, method).Inc()
-	}
+func (h clientGoHooks) RateLimiterLatency(verb string, d time.Duration) {
+	h.m.clientRateLimiter.WithLabelValues(verb).Observe(d.Seconds())
 }
 
-// Observe implements clientmetrics.LatencyMetric for rate-limiter waits.
-func (rateLimiterHook) Observe(_ context.Context, verb string, _ url.URL, latency time.Duration) {
-	if m := clientGoSlot.Load(); m != nil {
-		m.clientRateLimiter.WithLabelValues(verb).Observe(latency.Seconds())
-	}
+func (h clientGoHooks) RequestResult(code, method string) {
+	h.m.clientResults.WithLabelValues(code, method).Inc()
 }

@@ -10,4 +10,9 @@
 // target to the Slot while it runs: the most recently attached target that
 // is still attached receives what the hook forwards, and nothing does when
 // none is attached.
+//
+// Install sets both hooks, once, before anything uses client-go
+// concurrently (client-go reads them without a lock): klog's lines go to
+// the KlogTarget attached to KlogSlot, and client-go's request metrics to
+// the ClientGoMetrics attached to ClientGoSlot.
 package processwide
