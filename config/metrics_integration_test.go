@@ -208,12 +208,13 @@ func (w *walk) checkFieldManagers() {
 		}
 		return out
 	}
-	d, err := w.kube.AppsV1().Deployments(w.ns).Get(ctx, "web", metav1.GetOptions{})
+	// db is bound (web, unbound, no longer holds a field of bindkit's).
+	d, err := w.kube.AppsV1().StatefulSets(w.ns).Get(ctx, "db", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := managers(d.ManagedFields); !slices.Contains(got, fieldManagerNamed+"/"+string(metav1.ManagedFieldsOperationUpdate)) {
-		t.Errorf("Deployment %s/web managedFields managers %v, want %s (Update)", w.ns, got, fieldManagerNamed)
+		t.Errorf("StatefulSet %s/db managedFields managers %v, want %s (Update)", w.ns, got, fieldManagerNamed)
 	}
 	mwc, err := w.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, githubbinding.WebhookConfigurationName, metav1.GetOptions{})
 	if err != nil {
