@@ -98,10 +98,13 @@
 // one; WithMetricsRegistry hands Run one to use instead.
 //
 // client-go's request metrics and klog's logger are hooks client-go and
-// klog accept once per process. Run installs them the first time it runs
-// and points them at itself while it runs; a test binary that runs a
-// second process, after the first or beside it, gets them for the latest
-// one, and the earlier one gets them back when the latest returns.
+// klog accept once per process, and read without a lock on every request.
+// Run installs them (InstallProcessHooks) before it makes a client, and
+// points them at itself while it runs; a test binary that runs a second
+// process, after the first or beside it, gets them for the latest one,
+// and the earlier one gets them back when the latest returns. A program
+// whose own clients work before or while Run starts (a test polling the
+// API server while Run starts) calls InstallProcessHooks first.
 //
 // # Ownership
 //
