@@ -264,7 +264,7 @@ func TestObjectsThatExistAtStartUpAreReconciledWithRealAPIServer(t *testing.T) {
 			if !disableHA {
 				// client-go's leader election logs through klog: its
 				// lines are the process's JSON, not text on stderr.
-				if !hasLogLine(logs.String(), "klog", "successfully acquired lease") {
+				if !hasLogLine(logs.String(), "klog", "acquired lease") {
 					t.Errorf("no klog line of leader election in the process's log:\n%s", logs.String())
 				}
 			}
