@@ -36,12 +36,17 @@ demo: $(NEWEST_BINS)
 # API difference between the minors touches, and they take most of a pass.
 CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/internal\/testenv( |$$)/ && $$1 !~ /\/internal\/faults/ {print $$1}')
 
+# A test binary's time limit. go test's default, 10 minutes, is less than
+# the slowest control-plane package takes on 2 busy cores with -race; a
+# hung test still ends the run well within CI's 90 minutes.
+TEST_TIMEOUT ?= 30m
+
 ## test: build the control planes if needed, vet, run every test with -race
 ## against the newest minor, then the control-plane tests against the older.
 test: tools vet
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "integration tests against Kubernetes $(OLDER_MINOR):"
-	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test -race -count=1 $(CONTROL_PLANE_PKGS)
+	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(CONTROL_PLANE_PKGS)
 
 ## tools: build kube-apiserver, kube-controller-manager and etcd of both minors
 ## (first time: about 6 minutes for 1.37 and 4.5 for 1.36 on 2 idle cores).
