@@ -213,6 +213,7 @@ func TestStartupErrors(t *testing.T) {
 		{name: "no system namespace", noNS: true, wantError: "no system namespace"},
 		{name: "webhook port taken", flags: webhookOn(takenPort), ctors: []Constructor{newDenierController("/a")}, wantError: "webhook: listen on 127.0.0.1:"},
 		{name: "probe port taken", flags: Flags{DisableHA: true, ProbePort: takenPort}, wantError: "probes: listen on :"},
+		{name: "metrics port taken", flags: Flags{DisableHA: true, ProbePort: freePort(t), MetricsAddress: fmt.Sprintf("127.0.0.1:%d", takenPort)}, wantError: "metrics: listen on 127.0.0.1:"},
 		{name: "two admission controllers on one path", flags: webhookOn(freePort(t)), ctors: []Constructor{newDenierController("/a"), newDenierController("/a")}, wantError: "both serve path /a"},
 	}
 	for _, tt := range tests {
