@@ -93,11 +93,11 @@ func (p *patchRun) fail(err error) {
 
 // A reconcile that binds at least listThreshold subjects of a selector
 // reads them listPageSize at a time with LISTs of the selector: a thousand
-// GETs, each a quorum read of etcd and a response to decode, become four
+// GETs, each a quorum read of etcd and a response to decode, become ten
 // LISTs.
 const (
 	listThreshold = 32
-	listPageSize  = 250
+	listPageSize  = 100
 )
 
 // binds counts the work that binds.
