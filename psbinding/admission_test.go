@@ -2,6 +2,7 @@ package psbinding
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -300,7 +301,11 @@ func TestAdmissionControllerRestoresWhatItOwns(t *testing.T) {
 	want := programmed.DeepCopy()
 	want.Webhooks[1].FailurePolicy = wh.FailurePolicy
 	want.Webhooks[1].TimeoutSeconds = wh.TimeoutSeconds
-	want.Webhooks[1].MatchConditions = wh.MatchConditions
+	// The admin's conditions replaced bindkit's, which comes back after them.
+	if diff := cmp.Diff([]admissionregistrationv1.MatchCondition{{Name: OwnPatchesCondition, Expression: ownPatchesExpression(DefaultFieldManager)}}, programmed.Webhooks[1].MatchConditions); diff != "" {
+		t.Errorf("programmed match conditions (-want +got):\n%s", diff)
+	}
+	want.Webhooks[1].MatchConditions = append(slices.Clone(wh.MatchConditions), programmed.Webhooks[1].MatchConditions...)
 	want.Webhooks[1].NamespaceSelector.MatchExpressions = append(want.Webhooks[1].NamespaceSelector.MatchExpressions, admins)
 	if diff := cmp.Diff(want.Webhooks, restored.Webhooks); diff != "" {
 		t.Errorf("after the admin's edit (-want +got):\n%s", diff)

@@ -33,6 +33,14 @@ func WithShapes(shapes duck.Shapes) AdmissionOption {
 	return func(c *AdmissionConfig) { c.Shapes = shapes }
 }
 
+// WithCallOnOwnPatches keeps the webhook called for the process's own
+// patches of subjects (AdmissionConfig.CallOnOwnPatches), for a process
+// whose reconcilers share their field manager with clients that need the
+// webhook.
+func WithCallOnOwnPatches() AdmissionOption {
+	return func(c *AdmissionConfig) { c.CallOnOwnPatches = true }
+}
+
 // NewAdmissionController returns the Impl that keeps the admission index
 // and the MutatingWebhookConfiguration name up to date; its Reconciler is
 // the *AdmissionController that a webhook server routes path to. It reads

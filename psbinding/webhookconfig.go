@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -69,18 +70,54 @@ type webhookSpec struct {
 	// resources are the subject kinds' resources, as the RESTMapper names
 	// them.
 	resources []schema.GroupVersionResource
+	// skipPatchesBy, if set, is the field manager of the reconcilers'
+	// patches, for which the webhook is not called (OwnPatchesCondition).
+	skipPatchesBy string
+}
+
+// OwnPatchesCondition is the name of the match condition the admission
+// controller adds to its webhook so that the kube-apiserver does not call
+// it for the process's own patches of subjects (see
+// AdmissionConfig.CallOnOwnPatches). bindkit owns the condition of this
+// name, and only it, among the webhook's matchConditions.
+const OwnPatchesCondition = "bindings.bindkit.dev/not-own-patch"
+
+// ownPatchesExpression is the CEL expression of OwnPatchesCondition for
+// fieldManager. request.options is dynamic: an UPDATE's options always
+// carry its UpdateOptions or PatchOptions, whose fieldManager is left out
+// when empty, hence has(). An operation other than UPDATE makes the
+// condition true before options is read, so it never fails to evaluate
+// (which failurePolicy would turn into a refusal).
+func ownPatchesExpression(fieldManager string) string {
+	return fmt.Sprintf("!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == %s)", strconv.Quote(fieldManager))
+}
+
+// mergeMatchConditions returns installed with OwnPatchesCondition set for
+// skipPatchesBy, or removed when it is empty; the administrator's
+// conditions keep their order, and ours comes last.
+func mergeMatchConditions(installed []admissionregistrationv1.MatchCondition, skipPatchesBy string) []admissionregistrationv1.MatchCondition {
+	out := slices.DeleteFunc(slices.Clone(installed), func(c admissionregistrationv1.MatchCondition) bool { return c.Name == OwnPatchesCondition })
+	if skipPatchesBy != "" {
+		out = append(out, admissionregistrationv1.MatchCondition{Name: OwnPatchesCondition, Expression: ownPatchesExpression(skipPatchesBy)})
+	}
+	if len(out) == 0 {
+		return installed[:0:0] // nil stays nil, empty stays empty
+	}
+	return out
 }
 
 // desiredWebhookConfiguration returns a copy of current with the webhook
 // named spec.webhookName programmed for spec: one rule per API group over
 // the subjects' main resources (never a subresource), CREATE and UPDATE,
 // Equivalent matching, reinvocation if needed, the CA bundle and handler
-// path on whichever client config (Service or URL) is installed, and our
+// path on whichever client config (Service or URL) is installed,
+// OwnPatchesCondition when spec.skipPatchesBy is set, and our
 // selector requirements merged into the installed selectors. Without a
 // namespace to call it in, it has no rules: it matches nothing.
 //
 // What bindkit owns it sets; the rest of the webhook (failurePolicy,
-// timeoutSeconds, matchConditions, selector requirements on other labels)
+// timeoutSeconds, matchConditions other than OwnPatchesCondition, selector
+// requirements on other labels)
 // and every other webhook of the configuration are the administrator's and
 // stay as installed. bindkit owns every selector requirement on
 // kubernetes.io/metadata.name, IncludeLabel and ExcludeLabel.
@@ -110,6 +147,7 @@ func desiredWebhookConfiguration(current *admissionregistrationv1.MutatingWebhoo
 	none := admissionregistrationv1.SideEffectClassNone
 	wh.SideEffects = &none
 	wh.AdmissionReviewVersions = []string{"v1"}
+	wh.MatchConditions = mergeMatchConditions(wh.MatchConditions, spec.skipPatchesBy)
 
 	nsRequirements := []metav1.LabelSelectorRequirement{
 		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: sortedSet(spec.protected)},

@@ -188,3 +188,42 @@ func TestDesiredWebhookConfigurationErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestMergeMatchConditions(t *testing.T) {
+	admins := admissionregistrationv1.MatchCondition{Name: "not-dry-run", Expression: "!request.dryRun"}
+	ours := func(fm string) admissionregistrationv1.MatchCondition {
+		return admissionregistrationv1.MatchCondition{Name: OwnPatchesCondition, Expression: ownPatchesExpression(fm)}
+	}
+	for _, tc := range []struct {
+		name      string
+		installed []admissionregistrationv1.MatchCondition
+		skip      string
+		want      []admissionregistrationv1.MatchCondition
+	}{
+		{name: "added after the admin's", installed: []admissionregistrationv1.MatchCondition{admins}, skip: "ctl", want: []admissionregistrationv1.MatchCondition{admins, ours("ctl")}},
+		{name: "added to none", skip: "ctl", want: []admissionregistrationv1.MatchCondition{ours("ctl")}},
+		{name: "field manager changed", installed: []admissionregistrationv1.MatchCondition{ours("old"), admins}, skip: "ctl", want: []admissionregistrationv1.MatchCondition{admins, ours("ctl")}},
+		{name: "removed when the webhook is called on own patches", installed: []admissionregistrationv1.MatchCondition{ours("ctl"), admins}, want: []admissionregistrationv1.MatchCondition{admins}},
+		{name: "nothing stays nothing", want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			installed := slices.Clone(tc.installed)
+			if diff := cmp.Diff(tc.want, mergeMatchConditions(installed, tc.skip)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.installed, installed); diff != "" {
+				t.Errorf("installed changed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The expression quotes the field manager, so no name can change what it
+// tests.
+func TestOwnPatchesExpressionQuotes(t *testing.T) {
+	got := ownPatchesExpression(`a" || true || "`)
+	want := `!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == "a\" || true || \"")`
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -368,4 +369,81 @@ func TestLeaderKilledMidReconcileWithRealAPIServer(t *testing.T) {
 	// The harness's process was killed; start it again so its cleanup has a
 	// process to stop.
 	h.StartProcess()
+}
+
+// webhookUpdates is how many UPDATEs the kube-apiserver has sent to the
+// example's webhook, from its own metrics.
+func webhookUpdates(h *faults.Harness, webhookName string) float64 {
+	h.T.Helper()
+	raw, err := h.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		h.T.Fatalf("kube-apiserver metrics: %v", err)
+	}
+	var n float64
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_admission_webhook_admission_duration_seconds_count{") ||
+			!strings.Contains(line, `name="`+webhookName+`"`) || !strings.Contains(line, `operation="UPDATE"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			h.T.Fatalf("kube-apiserver metrics: %q: %v", line, err)
+		}
+		n += v
+	}
+	return n
+}
+
+// The reconciler's patches of subjects are not sent through the webhook
+// (psbinding.OwnPatchesCondition, with the example binary's default
+// flags), and subjects are bound all the same; another client's update of
+// a subject still is.
+func TestReconcilerPatchesSkipTheWebhookWithRealAPIServer(t *testing.T) {
+	env := controlPlane.Env(t)
+	h := faults.Start(t, env, repoRoot)
+	ns := h.Namespace("own-")
+	ctx := context.Background()
+	// A first Binding puts the namespace in the webhook's scope.
+	h.Binding(ns, "first", "first", "")
+	h.WaitAdmissionBinds(ns, "first")
+	cfg, err := h.Configuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhookName := cfg.Webhooks[0].Name
+	const n = 40
+	for i := range n {
+		if _, err := h.Kube.AppsV1().Deployments(ns).Create(ctx, faults.Deployment(ns, fmt.Sprintf("web-%02d", i), "web"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := webhookUpdates(h, webhookName)
+	h.Binding(ns, "gh", "web", "")
+	h.Eventually("every subject bound by the reconciler", 60*time.Second, func() (string, error) {
+		list, err := h.Kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return "", err
+		}
+		unbound := 0
+		for i := range list.Items {
+			if !faults.Bound(&list.Items[i]) {
+				unbound++
+			}
+		}
+		if unbound > 0 || len(list.Items) != n {
+			return fmt.Sprintf("%d of %d unbound", unbound, len(list.Items)), nil
+		}
+		return "", nil
+	})
+	if got := webhookUpdates(h, webhookName) - before; got != 0 {
+		t.Errorf("the kube-apiserver called the webhook %v times for the reconciler's %d patches, want 0", got, n)
+	}
+	before = webhookUpdates(h, webhookName)
+	if _, err := h.Kube.AppsV1().Deployments(ns).Patch(ctx, "web-00", types.MergePatchType, []byte(`{"metadata":{"annotations":{"edited":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := webhookUpdates(h, webhookName) - before; got != 1 {
+		t.Errorf("a user's update called the webhook %v times, want 1", got)
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/internal/faults"
+	"github.com/bindkit/bindkit/psbinding"
 )
 
 // writes counts the writes to the webhook configuration, from a watch.
@@ -78,10 +79,17 @@ type owned struct {
 	URL      string
 	CABundle []byte
 	Selector []metav1.LabelSelectorRequirement
+	// OwnPatches is psbinding.OwnPatchesCondition's expression.
+	OwnPatches string
 }
 
 func ownedOf(wh admissionregistrationv1.MutatingWebhook) owned {
 	o := owned{Rules: wh.Rules, CABundle: wh.ClientConfig.CABundle}
+	for _, c := range wh.MatchConditions {
+		if c.Name == psbinding.OwnPatchesCondition {
+			o.OwnPatches = c.Expression
+		}
+	}
 	if wh.ClientConfig.URL != nil {
 		o.URL = *wh.ClientConfig.URL
 	}
@@ -95,10 +103,21 @@ func ownedOf(wh admissionregistrationv1.MutatingWebhook) owned {
 // its MutatingWebhookConfiguration programmed. An administrator's edit of
 // what bindkit owns (a rule added, the path and caBundle changed, its
 // selector dropped) is undone within seconds, while what the administrator
-// owns (failurePolicy, timeoutSeconds, matchConditions, a selector
+// owns (failurePolicy, timeoutSeconds, matchConditions but bindkit's, a selector
 // requirement of their own) stays. Deleted and re-applied from config/'s
 // YAML, the configuration is programmed again within seconds. Once
 // settled, nothing writes to it.
+// adminConditions are the webhook's match conditions but bindkit's.
+func adminConditions(wh admissionregistrationv1.MutatingWebhook) []admissionregistrationv1.MatchCondition {
+	var out []admissionregistrationv1.MatchCondition
+	for _, c := range wh.MatchConditions {
+		if c.Name != psbinding.OwnPatchesCondition {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func TestConfigurationRestoredWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
 	h := faults.Start(t, env, repoRoot)
@@ -112,6 +131,9 @@ func TestConfigurationRestoredWithRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ownedOf(programmed.Webhooks[0])
+	if want.OwnPatches == "" {
+		t.Errorf("programmed webhook has no %s match condition: %v", psbinding.OwnPatchesCondition, programmed.Webhooks[0].MatchConditions)
+	}
 	settle := func(what string) {
 		t.Helper()
 		w := watchWrites(t, h)
@@ -163,7 +185,7 @@ func TestConfigurationRestoredWithRealAPIServer(t *testing.T) {
 		MatchConditions []admissionregistrationv1.MatchCondition
 	}
 	if diff := cmp.Diff(adminOwned{admissionregistrationv1.Ignore, 5, wh.MatchConditions},
-		adminOwned{*got.Webhooks[0].FailurePolicy, *got.Webhooks[0].TimeoutSeconds, got.Webhooks[0].MatchConditions}); diff != "" {
+		adminOwned{*got.Webhooks[0].FailurePolicy, *got.Webhooks[0].TimeoutSeconds, adminConditions(got.Webhooks[0])}); diff != "" {
 		t.Errorf("what the administrator owns after the repair (-want +got):\n%s", diff)
 	}
 	editWrites := w.count()
@@ -190,7 +212,7 @@ func TestConfigurationRestoredWithRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(adminOwned{yamlPolicy, yamlTimeout, nil},
-		adminOwned{*got.Webhooks[0].FailurePolicy, *got.Webhooks[0].TimeoutSeconds, got.Webhooks[0].MatchConditions}); diff != "" {
+		adminOwned{*got.Webhooks[0].FailurePolicy, *got.Webhooks[0].TimeoutSeconds, adminConditions(got.Webhooks[0])}); diff != "" {
 		t.Errorf("what the re-applied YAML set (-want +got):\n%s", diff)
 	}
 	t.Logf("re-applied configuration programmed in %.2fs, with %d writes (the create included)", restored.Seconds(), w.count())
