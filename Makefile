@@ -30,8 +30,9 @@ export BINDKIT_BIN_DIR := $(BIN)
 demo: $(NEWEST_BINS)
 	$(GO) run ./hack/demo
 
-# The packages whose tests start a control plane (they import internal/testenv).
-CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/internal\/testenv( |$$)/ {print $$1}')
+# The packages whose tests start a control plane (they import internal/testenv,
+# envtest or bindingtest).
+CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/(internal\/testenv|envtest|bindingtest)( |$$)/ {print $$1}')
 
 ## test: build the control planes if needed, vet, run every test with -race
 ## against the newest minor, then the control-plane tests against the older.

@@ -1,4 +1,4 @@
-package testenv
+package envtest
 
 import (
 	"crypto/ecdsa"
@@ -71,7 +71,7 @@ func newClientCert(commonName string) (caPEM, certPEM, keyPEM []byte, err error)
 	}
 	caTemplate := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "bindkit-testenv-webhook-client-ca"},
+		Subject:               pkix.Name{CommonName: "bindkit-envtest-webhook-client-ca"},
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,

@@ -1,4 +1,4 @@
-package testenv_test
+package envtest_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/envtest"
 )
 
 // TestKubeAPIServerPresentsWebhookClientCertificate proves
@@ -71,7 +71,7 @@ func TestKubeAPIServerPresentsWebhookClientCertificate(t *testing.T) {
 	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "testenv-" + ns},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "validate.testenv.bindkit.dev",
+			Name:                    "validate.envtest.bindkit.dev",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
 			AdmissionReviewVersions: []string{"v1"},
 			SideEffects:             &none,
@@ -98,7 +98,7 @@ func TestKubeAPIServerPresentsWebhookClientCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the webhook was never called: %v", err)
 	}
-	if got := callers.Load(); got != testenv.WebhookClientCommonName {
-		t.Errorf("the webhook's caller presented %q, want %q", got, testenv.WebhookClientCommonName)
+	if got := callers.Load(); got != envtest.WebhookClientCommonName {
+		t.Errorf("the webhook's caller presented %q, want %q", got, envtest.WebhookClientCommonName)
 	}
 }

@@ -1,4 +1,4 @@
-package testenv_test
+package envtest_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/envtest"
 )
 
 // TestStartStopWithRealControlPlaneLeavesNothingBehind starts a second,
@@ -38,7 +38,7 @@ func TestStartStopWithRealControlPlaneLeavesNothingBehind(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env, err := testenv.Start(context.Background(), testenv.Options{ControllerManager: tc.controllerManager})
+			env, err := envtest.Start(context.Background(), envtest.Options{ControllerManager: tc.controllerManager})
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
@@ -85,10 +85,10 @@ func TestStartStopWithRealControlPlaneLeavesNothingBehind(t *testing.T) {
 
 // wantMinor is the minor Start runs by default in this test process.
 func wantMinor() string {
-	if minor := os.Getenv(testenv.KubeMinorEnv); minor != "" {
+	if minor := os.Getenv(envtest.KubeMinorEnv); minor != "" {
 		return minor
 	}
-	return testenv.NewestMinor
+	return envtest.NewestMinor
 }
 
 func TestStartReportsMissingBinaries(t *testing.T) {
@@ -97,25 +97,25 @@ func TestStartReportsMissingBinaries(t *testing.T) {
 	writeScript(t, filepath.Join(withoutControllerManager, "kube-apiserver"), "exit 1")
 	tests := []struct {
 		name string
-		opts testenv.Options
+		opts envtest.Options
 		want string // a substring of the error
 	}{{
 		name: "empty bin dir",
-		opts: testenv.Options{BinDir: t.TempDir(), KubeMinor: testenv.NewestMinor},
+		opts: envtest.Options{BinDir: t.TempDir(), KubeMinor: envtest.NewestMinor},
 		want: "etcd",
 	}, {
 		name: "no binaries of an older minor",
-		opts: testenv.Options{BinDir: withoutControllerManager, KubeMinor: "1.30"},
+		opts: envtest.Options{BinDir: withoutControllerManager, KubeMinor: "1.30"},
 		want: "v1.30/etcd",
 	}, {
 		name: "kube-controller-manager asked for, not built",
-		opts: testenv.Options{BinDir: withoutControllerManager, KubeMinor: testenv.NewestMinor, ControllerManager: true},
+		opts: envtest.Options{BinDir: withoutControllerManager, KubeMinor: envtest.NewestMinor, ControllerManager: true},
 		want: "kube-controller-manager",
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := testenv.Start(context.Background(), tc.opts)
-			if !errors.Is(err, testenv.ErrBinariesMissing) {
+			_, err := envtest.Start(context.Background(), tc.opts)
+			if !errors.Is(err, envtest.ErrBinariesMissing) {
 				t.Fatalf("Start: err = %v, want ErrBinariesMissing", err)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
@@ -127,8 +127,8 @@ func TestStartReportsMissingBinaries(t *testing.T) {
 
 func TestStartRejectsMalformedMinor(t *testing.T) {
 	for _, minor := range []string{"1", "1.x", "2.0.1", "latest"} {
-		_, err := testenv.Start(context.Background(), testenv.Options{BinDir: t.TempDir(), KubeMinor: minor})
-		if err == nil || errors.Is(err, testenv.ErrBinariesMissing) || !strings.Contains(err.Error(), minor) {
+		_, err := envtest.Start(context.Background(), envtest.Options{BinDir: t.TempDir(), KubeMinor: minor})
+		if err == nil || errors.Is(err, envtest.ErrBinariesMissing) || !strings.Contains(err.Error(), minor) {
 			t.Errorf("Start with KubeMinor %q: err = %v, want an error naming the malformed minor", minor, err)
 		}
 	}
@@ -157,7 +157,7 @@ func TestStartQuotesLogOfFailingProcess(t *testing.T) {
 			tmp := t.TempDir()
 			t.Setenv("TMPDIR", tmp)
 
-			_, err := testenv.Start(context.Background(), testenv.Options{BinDir: bin, KubeMinor: testenv.NewestMinor})
+			_, err := envtest.Start(context.Background(), envtest.Options{BinDir: bin, KubeMinor: envtest.NewestMinor})
 			if err == nil {
 				t.Fatal("Start succeeded with failing binaries")
 			}
@@ -181,7 +181,7 @@ func writeScript(t *testing.T, path, body string) {
 }
 
 func ExampleStart() {
-	env, err := testenv.Start(context.Background(), testenv.Options{})
+	env, err := envtest.Start(context.Background(), envtest.Options{})
 	if err != nil {
 		fmt.Println("no control plane:", err)
 		return

@@ -1,4 +1,4 @@
-package testenv_test
+package envtest_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/envtest"
 )
 
 // seenRequest is what the test webhook records of each AdmissionReview.
@@ -44,7 +44,7 @@ func TestKubeAPIServerCallsMutatingWebhook(t *testing.T) {
 		mu   sync.Mutex
 		seen []seenRequest
 	)
-	const patch = `[{"op":"add","path":"/metadata/annotations/testenv.bindkit.dev~1mutated","value":"true"}]`
+	const patch = `[{"op":"add","path":"/metadata/annotations/envtest.bindkit.dev~1mutated","value":"true"}]`
 	server, caPEM := startTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var review admissionv1.AdmissionReview
 		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
@@ -63,7 +63,7 @@ func TestKubeAPIServerCallsMutatingWebhook(t *testing.T) {
 	}))
 
 	ns := env.CreateNamespace(t, "testenv-")
-	webhookName := "mutate.testenv.bindkit.dev"
+	webhookName := "mutate.envtest.bindkit.dev"
 	url := server.URL + "/mutate"
 	none := admissionregistrationv1.SideEffectClassNone
 	fail := admissionregistrationv1.Fail
@@ -102,7 +102,7 @@ func TestKubeAPIServerCallsMutatingWebhook(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return got.Annotations["testenv.bindkit.dev/mutated"] == "true", nil
+		return got.Annotations["envtest.bindkit.dev/mutated"] == "true", nil
 	})
 	if err != nil {
 		t.Fatalf("webhook never took effect on dry-run creates: %v", err)
@@ -116,7 +116,7 @@ func TestKubeAPIServerCallsMutatingWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatalf("get Deployment: %v", err)
 	}
-	wantAnnotations := map[string]string{"owner": "testenv", "testenv.bindkit.dev/mutated": "true"}
+	wantAnnotations := map[string]string{"owner": "testenv", "envtest.bindkit.dev/mutated": "true"}
 	if diff := cmp.Diff(wantAnnotations, stored.Annotations); diff != "" {
 		t.Errorf("stored Deployment annotations (-want +got):\n%s", diff)
 	}
@@ -134,7 +134,7 @@ func TestKubeAPIServerCallsMutatingWebhook(t *testing.T) {
 // and the CA bundle that trusts it.
 func startTLSServer(t *testing.T, handler http.Handler, configure ...func(*tls.Config)) (*httptest.Server, []byte) {
 	t.Helper()
-	cert, err := testenv.NewServingCert("127.0.0.1")
+	cert, err := envtest.NewServingCert("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package testenv
+package envtest
 
 import (
 	"crypto/ecdsa"
@@ -32,7 +32,7 @@ func NewServingCert(hosts ...string) (*ServingCert, error) {
 	}
 	caTemplate := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "bindkit-testenv-ca"},
+		Subject:               pkix.Name{CommonName: "bindkit-envtest-ca"},
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,

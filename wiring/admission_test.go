@@ -1,4 +1,4 @@
-package psbinding
+package wiring_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -15,7 +14,9 @@ import (
 
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/injectiontest"
+	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/webhook"
+	"github.com/bindkit/bindkit/wiring"
 )
 
 // TestNewAdmissionControllerFromContext: the controller takes the
@@ -23,29 +24,26 @@ import (
 // process's server and certificates reconciler do, and watches its own
 // configuration.
 func TestNewAdmissionControllerFromContext(t *testing.T) {
-	installed := installedConfig(admissionregistrationv1.WebhookClientConfig{
-		Service: &admissionregistrationv1.ServiceReference{Namespace: "bindkit-system", Name: "webhook"},
-	}, nil)
 	ctx, fakes := injectiontest.NewContext(t,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bindkit-system", Name: "custom-certs"},
 			Data: map[string][]byte{"bundle.pem": []byte("CUSTOM CA")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bindkit-system", Name: webhook.DefaultSecretName},
 			Data: map[string][]byte{"ca-cert.pem": []byte("WRONG CA")}},
-		installed,
+		installedConfig("bindings.bindkit.dev"),
 	)
 	ctx = injection.WithSystemNamespace(ctx, "bindkit-system")
 	opts := webhook.Options{SecretName: "custom-certs"}
 	opts.Keys.CACert = "bundle.pem"
 	ctx = webhook.WithOptions(ctx, opts)
 	var gotHandler cache.ResourceEventHandler
-	bindings := []Bindable{newEnvBinding("team-a", "gh", deploymentRef("", "web", nil), "A", "1")}
-	impl := NewAdmissionController(ctx, "bindings.bindkit.dev", "/bindings",
-		func(_ context.Context, h cache.ResourceEventHandler) ListAll {
+	bindings := []psbinding.Bindable{newGithubBinding("team-a", "gh", "web")}
+	impl := wiring.NewAdmissionController(ctx, "bindings.bindkit.dev", "/bindings",
+		func(_ context.Context, h cache.ResourceEventHandler) psbinding.ListAll {
 			gotHandler = h
-			return func() ([]Bindable, error) { return bindings, nil }
+			return func() ([]psbinding.Bindable, error) { return bindings, nil }
 		}, nil)
 
-	ac, ok := impl.Reconciler().(*AdmissionController)
+	ac, ok := impl.Reconciler().(*psbinding.AdmissionController)
 	if !ok {
 		t.Fatalf("Reconciler %T is not an *AdmissionController", impl.Reconciler())
 	}
@@ -87,5 +85,5 @@ func TestNewAdmissionControllerWithoutClientsPanicsClearly(t *testing.T) {
 		}
 	}()
 	ctx := injection.WithSystemNamespace(context.Background(), "bindkit-system")
-	NewAdmissionController(ctx, "cfg", "/p", func(context.Context, cache.ResourceEventHandler) ListAll { return nil }, nil)
+	wiring.NewAdmissionController(ctx, "cfg", "/p", func(context.Context, cache.ResourceEventHandler) psbinding.ListAll { return nil }, nil)
 }

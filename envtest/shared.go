@@ -1,4 +1,4 @@
-package testenv
+package envtest
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func Main(m *testing.M, planes ...*Shared) {
 	code := m.Run()
 	for _, s := range planes {
 		if err := s.stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "testenv: stop control plane: %v\n", err)
+			fmt.Fprintf(os.Stderr, "envtest: stop control plane: %v\n", err)
 			if code == 0 {
 				code = 1
 			}

@@ -1,4 +1,4 @@
-package testenv
+package envtest
 
 import (
 	"context"
@@ -33,8 +33,8 @@ type Options struct {
 	// BinDir holds the newest minor's etcd, kube-apiserver and
 	// kube-controller-manager binaries, and every other minor's in a
 	// subdirectory named after it (v1.36). Default: the BINDKIT_BIN_DIR
-	// environment variable, else bin/ in the bindkit module root found above
-	// the working directory.
+	// environment variable, else the minor's CacheDir, where
+	// `bindkit controlplane` (BuildCommand) builds them.
 	BinDir string
 	// KubeMinor is the Kubernetes minor to run, such as "1.36"; Start fails
 	// if the kube-apiserver it finds reports another. Default: the
@@ -142,7 +142,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 }
 
 func start(ctx context.Context, binDir, minor string, opts Options) (_ *Environment, err error) {
-	dir, err := os.MkdirTemp("", "bindkit-testenv-")
+	dir, err := os.MkdirTemp("", "bindkit-envtest-")
 	if err != nil {
 		return nil, fmt.Errorf("create temp dir: %w", err)
 	}
@@ -253,13 +253,13 @@ func startEtcd(binDir, dir string, clientPort, peerPort int) (*process, error) {
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	return startProcess(etcdBinary, filepath.Join(binDir, etcdBinary), []string{
-		"--name=testenv",
+		"--name=envtest",
 		"--data-dir=" + filepath.Join(dir, "etcd-data"),
 		"--listen-client-urls=" + clientURL,
 		"--advertise-client-urls=" + clientURL,
 		"--listen-peer-urls=" + peerURL,
 		"--initial-advertise-peer-urls=" + peerURL,
-		"--initial-cluster=testenv=" + peerURL,
+		"--initial-cluster=envtest=" + peerURL,
 		// A throw-away store: durability buys nothing and fsync costs seconds.
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
@@ -378,10 +378,10 @@ func waitHealthy(ctx context.Context, p *process, client *http.Client, url strin
 func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
 	path := filepath.Join(dir, "kubeconfig")
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["testenv"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "admin"}
-	kc.CurrentContext = "testenv"
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}

@@ -1,4 +1,4 @@
-package testenv_test
+package envtest_test
 
 import (
 	"context"

@@ -1,8 +1,7 @@
-package psbinding
+package wiring
 
 import (
 	"context"
-	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/client-go/tools/cache"
@@ -11,18 +10,10 @@ import (
 	"github.com/bindkit/bindkit/controller/logging"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/webhook"
 )
-
-// DefaultTrackerLease is how long a Binding's interest in its subjects
-// lasts without a reconcile renewing it. Every reconcile renews it, and
-// sharedmain's informers resync every few hours, but a process wired
-// without resync reconciles a Binding nobody touches only once: the lease
-// must outlive any quiet spell, or later subject changes would go
-// unnoticed. A stale registration (a subject the Binding no longer names)
-// costs one no-op reconcile per change of that subject, with no request.
-const DefaultTrackerLease = 10 * 365 * 24 * time.Hour
 
 // NewReconcilerImpl completes r with what every Binding kind wires the same
 // way and returns the Impl, named name, that runs it:
@@ -33,16 +24,15 @@ const DefaultTrackerLease = 10 * 365 * 24 * time.Hour
 //   - Factory, the process's shared subject cache (the slim metadata
 //     informers of injection.DuckInformerFactory), with a handler that
 //     reports every subject event to the tracker;
-//   - ExcludedNamespaces: the system namespace and, unless the webhook may
-//     be called there (webhook.GetOptions), KubeNamespaces, so both paths
-//     agree on where Bindings never act;
+//   - ExcludedNamespaces: ExcludedNamespaces(ctx), so both paths agree on
+//     where Bindings never act;
 //   - PromoteFunc, so a new leader enqueues every Binding listAll lists;
 //   - a handler on bindings, the Bindings' own informer, that enqueues each
 //     changed Binding.
 //
 // Fields already set are kept, so a constructor written field by field, as
 // in knative's walkthrough, needs none of this.
-func NewReconcilerImpl(ctx context.Context, name string, r *BaseReconciler, bindings cache.SharedIndexInformer, listAll ListAll) *controller.Impl {
+func NewReconcilerImpl(ctx context.Context, name string, r *psbinding.BaseReconciler, bindings cache.SharedIndexInformer, listAll psbinding.ListAll) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	if r.DynamicClient == nil {
 		r.DynamicClient = injection.DynamicClient(ctx)
@@ -55,7 +45,7 @@ func NewReconcilerImpl(ctx context.Context, name string, r *BaseReconciler, bind
 	}
 	impl := controller.NewImpl(r, logger, name)
 	if r.Tracker == nil {
-		r.Tracker = tracker.New(func(o tracker.Observer) { impl.EnqueueNamespacedName(o.NamespacedName) }, DefaultTrackerLease)
+		r.Tracker = tracker.New(func(o tracker.Observer) { impl.EnqueueNamespacedName(o.NamespacedName) }, psbinding.DefaultTrackerLease)
 	}
 	if r.Factory == nil {
 		// The process's shared subject cache, with this kind's handler on
@@ -63,25 +53,36 @@ func NewReconcilerImpl(ctx context.Context, name string, r *BaseReconciler, bind
 		// called), so a subject's change reconciles the Bindings tracking it.
 		r.Factory = &duck.EnqueueInformerFactory{
 			Delegate: injection.DuckInformerFactory(ctx),
-			EventHandler: SubjectEventHandler(r.Tracker, func(err error) {
+			EventHandler: psbinding.SubjectEventHandler(r.Tracker, func(err error) {
 				logger.Warn("subject event the tracker cannot read", zap.Error(err))
 			}),
 		}
 	}
 	if r.ExcludedNamespaces == nil {
-		// Where the webhook is never called, the reconciler never acts.
-		if ns, ok := injection.TrySystemNamespace(ctx); ok {
-			r.ExcludedNamespaces = append(r.ExcludedNamespaces, ns)
-		}
-		if !webhook.GetOptions(ctx).CallInKubeNamespaces {
-			r.ExcludedNamespaces = append(r.ExcludedNamespaces, KubeNamespaces...)
-		}
+		r.ExcludedNamespaces = ExcludedNamespaces(ctx)
 	}
-	if r.PromoteFunc == nil {
-		r.PromoteFunc = PromoteAll(listAll, func(err error) {
+	if r.PromoteFunc == nil && listAll != nil {
+		r.PromoteFunc = psbinding.PromoteAll(listAll, func(err error) {
 			logger.Error("list bindings on promotion", zap.String("controller", name), zap.Error(err))
 		})
 	}
-	bindings.AddEventHandler(BindingEventHandler(impl.Enqueue))
+	bindings.AddEventHandler(psbinding.BindingEventHandler(impl.Enqueue))
 	return impl
+}
+
+// ExcludedNamespaces returns the namespaces where the process's webhook is
+// never called, for BaseReconciler.ExcludedNamespaces: the system namespace
+// (when ctx names one, see injection.SystemNamespace) and, unless
+// webhook.GetOptions(ctx) lets the webhook be called there,
+// psbinding.KubeNamespaces. A reconciler wired field by field that sets its
+// ExcludedNamespaces to this acts exactly where admission does.
+func ExcludedNamespaces(ctx context.Context) []string {
+	excluded := []string{}
+	if ns, ok := injection.TrySystemNamespace(ctx); ok {
+		excluded = append(excluded, ns)
+	}
+	if !webhook.GetOptions(ctx).CallInKubeNamespaces {
+		excluded = append(excluded, psbinding.KubeNamespaces...)
+	}
+	return excluded
 }
