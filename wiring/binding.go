@@ -34,6 +34,9 @@ type Bindable[T any] interface {
 // wires a Binding whose Do and Undo need nothing but the Binding itself;
 // every zero field takes the default its comment names.
 type Options struct {
+	// Kind is the Bindings' kind. Default: the name of the Go type, as
+	// CRDs generated from Go types (controller-gen) name it.
+	Kind string
 	// ControllerName names the reconciler's work queue, its logs and the
 	// source of its events. Default: the resource, e.g. "envbindings".
 	ControllerName string
@@ -97,6 +100,8 @@ type Binding struct {
 
 	// GVR is the Bindings' resource.
 	GVR schema.GroupVersionResource
+	// GVK is the Bindings' kind (Options.Kind, with its default).
+	GVK schema.GroupVersionKind
 	// ControllerName, WebhookConfigurationName, WebhookName and WebhookPath
 	// are the Options' names with their defaults filled in.
 	ControllerName           string
@@ -119,9 +124,10 @@ type Binding struct {
 // see package injectiontest) gives them, and panic, naming what is
 // missing, only when that context lacks what package injection puts there.
 func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (*Binding, error) {
-	kind := reflect.TypeFor[T]().Name()
+	kind := cmp.Or(opts.Kind, reflect.TypeFor[T]().Name())
 	b := &Binding{
 		GVR:                      gvr,
+		GVK:                      gvr.GroupVersion().WithKind(kind),
 		ControllerName:           cmp.Or(opts.ControllerName, gvr.Resource),
 		WebhookConfigurationName: cmp.Or(opts.WebhookConfigurationName, gvr.GroupResource().String()),
 		WebhookPath:              cmp.Or(opts.WebhookPath, "/"+gvr.Resource),
