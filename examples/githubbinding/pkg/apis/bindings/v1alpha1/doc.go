@@ -10,6 +10,6 @@
 // generated clientset, informer or lister, because bindkit's injection
 // package serves custom resources through the dynamic client.
 //
-// +k8s:deepcopy-gen=package
+// +kubebuilder:object:generate=true
 // +groupName=bindings.bindkit.dev
 package v1alpha1

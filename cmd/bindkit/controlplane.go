@@ -1,0 +1,8 @@
+package main
+
+import (
+	"context"
+	"io"
+)
+
+func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Writer) error { return nil }
