@@ -63,17 +63,13 @@ vet:
 unit:
 	BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
 
-# The API packages whose deep-copy methods deepcopy-gen writes.
-GENERATE_PKGS := ./examples/githubbinding/pkg/apis/bindings/v1alpha1 ./examples/configbinding/pkg/apis/bindings/v1alpha1 ./examples/knativewalkthrough/pkg/apis/bindings/v1alpha1
-
 .PHONY: generate
-## generate: regenerate zz_generated.deepcopy.go with deepcopy-gen from the tools module.
+## generate: regenerate the examples' deep copies and CRDs with `bindkit generate`
+## (controller-gen, built by go run at the version cmd/bindkit pins). The
+## packages and CRD directories are listed in cmd/bindkit/generate_test.go,
+## whose test (part of `make test`) fails when a generated file is stale.
 generate:
-	@# `go tool -n` builds the tool from the tools module and prints its path;
-	@# it runs from the repository root, because the packages it reads are in
-	@# the framework module, not in the tools module.
-	DEEPCOPY_GEN=$$(cd $(TOOLS) && $(GO) tool -n deepcopy-gen) && \
-		$$DEEPCOPY_GEN --go-header-file hack/boilerplate.go.txt --output-file zz_generated.deepcopy.go $(GENERATE_PKGS)
+	$(GO) test -count=1 -run '^TestRepositoryGeneratedFilesAreCurrent$$' ./cmd/bindkit -args -update
 
 .PHONY: bench
 BENCH_COUNT ?= 6
