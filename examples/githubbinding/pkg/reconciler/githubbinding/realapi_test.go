@@ -90,4 +90,3 @@ func poll(t *testing.T, what string, cond wait.ConditionWithContextFunc) {
 		t.Fatalf("waiting until %s: %v", what, err)
 	}
 }
-

@@ -27,7 +27,7 @@ type GithubBinding struct {
 
 // GithubBindingSpec is what a user asks of a GithubBinding.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.secret.name) && self.secret.name != ''",message="spec.secret.name is required"
+// +kubebuilder:validation:XValidation:rule="has(self.secret.name) && size(self.secret.name) > 0",message="spec.secret.name is required"
 type GithubBindingSpec struct {
 	// Subject names the workloads to bind: one by name, or all that match a
 	// label selector. An empty namespace means the Binding's own.
