@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,18 +63,30 @@ Flags:`)
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	patterns := fs.Args()
+	return generate(ctx, ".", fs.Args(), *crdDir, *header, *check, stdout, stderr)
+}
+
+// generate runs generate in the module directory dir: patterns (default
+// ./...) and crdDir are relative to it.
+func generate(ctx context.Context, dir string, patterns []string, crdDir, header string, check bool, stdout, stderr io.Writer) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
 	if len(patterns) == 0 {
 		patterns = []string{"./..."}
 	}
-	if *header != "" {
-		abs, err := filepath.Abs(*header)
+	if header != "" {
+		abs, err := filepath.Abs(header)
 		if err != nil {
 			return err
 		}
-		*header = abs
+		header = abs
 	}
-	pkgs, err := apiPackages(ctx, patterns)
+	if crdDir != "" && !filepath.IsAbs(crdDir) {
+		crdDir = filepath.Join(dir, crdDir)
+	}
+	pkgs, err := apiPackages(ctx, dir, patterns)
 	if err != nil {
 		return err
 	}
@@ -82,22 +95,16 @@ Flags:`)
 	}
 	files := map[string][]byte{}
 	for _, pkg := range pkgs {
-		out, err := generatePackage(ctx, pkg, *crdDir, *header, stderr)
+		out, err := generatePackage(ctx, dir, pkg, crdDir, header, stderr)
 		if err != nil {
 			return err
 		}
 		for path, content := range out {
-			files[relative(path)] = content
+			files[path] = content
 		}
 	}
-	paths := slices.Sorted(func(yield func(string) bool) {
-		for p := range files {
-			if !yield(p) {
-				return
-			}
-		}
-	})
-	if *check {
+	paths := slices.Sorted(maps.Keys(files))
+	if check {
 		var stale []string
 		for _, path := range paths {
 			old, err := os.ReadFile(path)
@@ -105,8 +112,8 @@ Flags:`)
 				return err
 			}
 			if !bytes.Equal(old, files[path]) {
-				stale = append(stale, path)
-				fmt.Fprintf(stdout, "%s is stale (-in place +generated):\n%s\n", path, cmp.Diff(lines(old), lines(files[path])))
+				stale = append(stale, relative(path))
+				fmt.Fprintf(stdout, "%s is stale (-in place +generated):\n%s\n", relative(path), cmp.Diff(lines(old), lines(files[path])))
 			}
 		}
 		if len(stale) > 0 {
@@ -122,7 +129,7 @@ Flags:`)
 		if err := os.WriteFile(path, files[path], 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "wrote %s\n", path)
+		fmt.Fprintf(stdout, "wrote %s\n", relative(path))
 	}
 	return nil
 }
@@ -149,8 +156,9 @@ type apiPackage struct {
 
 // apiPackages lists the packages that patterns match and that carry
 // generation markers.
-func apiPackages(ctx context.Context, patterns []string) ([]apiPackage, error) {
+func apiPackages(ctx context.Context, dir string, patterns []string) ([]apiPackage, error) {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \"\\t\"}}"}, patterns...)...)
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -184,16 +192,12 @@ func apiPackages(ctx context.Context, patterns []string) ([]apiPackage, error) {
 
 // generatePackage runs controller-gen on pkg into a temporary directory
 // and returns the files it generated, by the path each belongs at.
-func generatePackage(ctx context.Context, pkg apiPackage, crdDir, header string, stderr io.Writer) (map[string][]byte, error) {
+func generatePackage(ctx context.Context, wd string, pkg apiPackage, crdDir, header string, stderr io.Writer) (map[string][]byte, error) {
 	tmp, err := os.MkdirTemp("", "bindkit-generate-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	wd, err := os.Getwd()
-	if err != nil {
-		return nil, err
-	}
 	rel, err := filepath.Rel(wd, pkg.dir)
 	if err != nil {
 		return nil, err
@@ -207,6 +211,7 @@ func generatePackage(ctx context.Context, pkg apiPackage, crdDir, header string,
 		args = append(args, "crd", "output:crd:dir="+filepath.Join(tmp, "crd"))
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = wd
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("controller-gen %s on %s: %w", ControllerToolsVersion, pkg.importPath, err)
