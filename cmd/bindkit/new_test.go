@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,15 +68,79 @@ func TestNewScaffoldsAPassingModule(t *testing.T) {
 	if out := goIn("tool", "bindkit", "generate", "-check"); !strings.Contains(out, "2 generated file(s) current") {
 		t.Errorf("go tool bindkit generate -check in the new module:\n%s", out)
 	}
-	out := goIn("test", "-count=1", "-v", "./...")
-	if strings.Contains(out, "--- SKIP: TestWithRealAPIServer") && os.Getenv("CI") != "true" {
-		t.Skipf("the new module's real-apiserver test skipped (no control plane):\n%s", out)
-	}
-	for _, want := range []string{"--- PASS: TestContract ", "--- PASS: TestWithRealAPIServer "} {
-		if !strings.Contains(out, want) {
-			t.Errorf("go test ./... in the new module: no %q:\n%s", want, out)
+	testModule := func(what string) {
+		t.Helper()
+		out := goIn("test", "-count=1", "-v", "./...")
+		if strings.Contains(out, "--- SKIP: TestWithRealAPIServer") && os.Getenv("CI") != "true" {
+			t.Skipf("%s: the real-apiserver test skipped (no control plane):\n%s", what, out)
+		}
+		for _, want := range []string{"--- PASS: TestContract ", "--- PASS: TestWithRealAPIServer "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: go test ./...: no %q:\n%s", what, want, out)
+			}
 		}
 	}
+	testModule("the module as generated")
+	if t.Failed() {
+		return
+	}
+
+	// The README's tutorial, applied to the module as it tells: each Go
+	// snippet of "Writing a Binding" is a file, named on its first line.
+	snippets := readmeSnippets(t, "../../README.md", "## Writing a Binding")
+	for path, content := range snippets {
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(path)), []byte(content), 0o644); err != nil {
+			t.Fatalf("README snippet %s: %v", path, err)
+		}
+	}
+	if _, ok := snippets["apis/v1alpha1/types.go"]; !ok || len(snippets) < 3 {
+		t.Fatalf("README's tutorial has the snippets %v, want the type file, the wiring and main", slices.Sorted(maps.Keys(snippets)))
+	}
+	goIn("tool", "bindkit", "generate")
+	crd, err := os.ReadFile(filepath.Join(dir, "config", "300-envbinding.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(crd), "value:") {
+		t.Errorf("the CRD generated from the README's type has no spec.value:\n%s", crd)
+	}
+	goIn("vet", "./...")
+	testModule("the README's EnvBinding")
+}
+
+// readmeSnippets returns the Go snippets of a README section, by the path
+// each names on its first line ("// apis/v1alpha1/types.go"). A snippet
+// that names no path fails the test: every snippet of the tutorial is
+// compiled.
+func readmeSnippets(t *testing.T, readme, heading string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	start := strings.Index(text, "\n"+heading+"\n")
+	if start < 0 {
+		t.Fatalf("%s has no section %q", readme, heading)
+	}
+	section := text[start+1:]
+	if end := strings.Index(section[len(heading):], "\n## "); end >= 0 {
+		section = section[:len(heading)+end]
+	}
+	snippets := map[string]string{}
+	for _, block := range strings.Split(section, "```go\n")[1:] {
+		code, _, ok := strings.Cut(block, "```\n")
+		if !ok {
+			t.Fatalf("%s: an unterminated Go snippet in %q", readme, heading)
+		}
+		first, _, _ := strings.Cut(code, "\n")
+		path, ok := strings.CutPrefix(first, "// ")
+		if !ok || strings.ContainsAny(path, " \t") || !strings.HasSuffix(path, ".go") {
+			t.Fatalf("%s: a Go snippet in %q does not name its file on its first line (// path/file.go):\n%s", readme, heading, code)
+		}
+		snippets[path] = code
+	}
+	return snippets
 }
 
 func TestNewScaffoldData(t *testing.T) {
