@@ -1,6 +1,17 @@
-// Package bench holds side-by-side benchmarks of bindkit against
-// knative.dev/pkg's psbinding and controller-runtime's webhook server. It is
-// a module of its own so that the framework module never depends on either:
-// only these benchmarks do. Run them with `make bench` from the repository
-// root; RESULTS.md records a run.
+// Package bench holds bindkit's benchmarks against its floors and its
+// peers: the example controller binary, run with default flags against a
+// real kube-apiserver, against a plain client-go loop sending the same
+// patches (BenchmarkBind); the shared subject cache against client-go's
+// typed informer (BenchmarkSubjectCache10000); the webhook's round trip
+// against a bare TLS server and controller-runtime's webhook server
+// (BenchmarkRoundTrip); and the admission decision against knative.dev/pkg's
+// psbinding (BenchmarkAdmit). It is a module of its own so that the
+// framework module never depends on knative or controller-runtime: only
+// these benchmarks do. Run them with `make bench` from the repository root;
+// RESULTS.md records the runs.
+//
+// cmd/ holds the two programs the process benchmarks build besides the
+// example controller: the same controller main with a CPU profile toggled
+// by a signal, and a process that holds client-go's typed Deployment
+// informer and nothing else.
 package bench

@@ -18,5 +18,7 @@ func TestMain(m *testing.M) {
 	// standard logger, whose lines (a handshake cut short when a server
 	// stops) would split benchmark result lines that benchstat then drops.
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinaries()
+	os.Exit(code)
 }

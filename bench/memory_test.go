@@ -2,128 +2,322 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/internal/demo"
+	"github.com/bindkit/bindkit/internal/testenv"
 )
 
-// memorySubjects is how many Deployments the informers hold.
+// memorySubjects is how many Deployments the caches hold.
 const memorySubjects = 10000
 
-// memoryEnv gates BenchmarkInformerHeap10000: creating 10,000 Deployments
+// memoryEnv gates BenchmarkSubjectCache10000: creating 10,000 Deployments
 // takes a minute or more, too long for every `-bench .`.
 const memoryEnv = "BINDKIT_BENCH_MEMORY"
 
-// BenchmarkInformerHeap10000 compares the heap a process needs to hold an
-// informer over 10,000 realistic Deployments (issue 7 part 4):
-// impl=withpod is the duck.TypedInformerFactory informer over the dynamic
-// client, holding *duck.WithPod, which is what a Binding controller such as
-// githubbinding keeps for its subjects; impl=deployment is client-go's
-// typed informer holding full *appsv1.Deployment objects. Each iteration
-// builds one informer, waits for its cache to sync, collects garbage and
-// reports the growth of runtime.MemStats.HeapInuse (heap-MB, and
-// heap-B/object) while the informer is still running; the informer is then
-// stopped and dropped. sec/op is the time to list and sync.
+// settle is how long a process runs after its cache synced before its
+// resident set is read, so that start-up work is over.
+const settle = 5 * time.Second
+
+var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+// BenchmarkSubjectCache10000 compares what it costs to cache 10,000
+// realistic Deployments (issue 14 part 3): bindkit's shared subject cache
+// against client-go's typed Deployment informer, the cache a controller
+// that watches Deployments otherwise keeps.
+//
+// cache=heap, in this process: impl=bindkit is the cache as injection
+// builds it, a duck.CachedInformerFactory over a duck.MetadataInformerFactory
+// (metadata client, the slimming transform, namespace and BoundIndex
+// indexes); impl=typed is informers.NewSharedInformerFactory's Deployment
+// informer; impl=typed-no-managedfields, a diagnostic, drops managedFields
+// with a transform. Each iteration collects garbage, builds and starts the
+// cache and waits for it to sync (sec/op: list and sync), collects garbage
+// again and reports the growth of HeapInuse (heap-B, heap-B/object) with
+// the cache live, then stops it.
+//
+// cache=process, separate processes: impl=bindkit is the example controller
+// binary with default flags, whose subject cache starts when a
+// GithubBinding names Deployments (here one that selects none, so nothing
+// is patched); sec/op runs from the Binding's creation until it is Ready,
+// which the reconciler reports after the cache synced. impl=typed is
+// cmd/typedinformer, client-go's typed Deployment informer alone; sec/op
+// runs from its go-ahead until it reports its cache synced. Each reports
+// its resident set settle after sync (rss-B, VmRSS) and its peak
+// (peak-rss-B, VmHWM), and both again less the same process's figures
+// with no Deployment in the cluster, measured first (cache-rss-B,
+// cache-peak-B): what the cache of 10,000 costs the process.
 //
 // Run it with
 //
-//	BINDKIT_BENCH_MEMORY=1 go test -run '^$' -bench InformerHeap10000 -benchtime 1x -count 3 ./
-func BenchmarkInformerHeap10000(b *testing.B) {
+//	BINDKIT_BENCH_MEMORY=1 go test -run '^$' -bench SubjectCache10000 -benchtime 1x -count 3 ./
+func BenchmarkSubjectCache10000(b *testing.B) {
 	if os.Getenv(memoryEnv) != "1" {
-		b.Skipf("set %s=1 to create %d Deployments and measure informer heaps", memoryEnv, memorySubjects)
+		b.Skipf("set %s=1 to create %d Deployments and measure subject caches", memoryEnv, memorySubjects)
 	}
-	env := startControlPlane(b)
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
-	ns := env.CreateNamespace(b, "memory-")
+	env := startControlPlane(b, "../"+demo.CRDPath)
+	cb := &cacheBench{
+		env:        env,
+		kube:       kubernetes.NewForConfigOrDie(env.Config),
+		dyn:        dynamic.NewForConfigOrDie(env.Config),
+		controller: buildBinary(b, controllerPackage),
+		typed:      buildBinary(b, typedInformerPackage),
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cb.port = port
+	installWebhook(b, cb.kube, port)
+
+	// The processes' figures with an empty cache, before any Deployment
+	// exists.
+	cb.baseNS = env.CreateNamespace(b, "cache-base-")
+	baseline := map[string]memory{}
+	baseline["bindkit"] = cb.controllerCache(b, 0)
+	baseline["typed"] = cb.typedCache(b, 0)
+
+	ns := env.CreateNamespace(b, "cache-")
 	start := time.Now()
-	if _, err := createDeployments(context.Background(), kube, ns, memorySubjects, 16, nil); err != nil {
+	if _, err := createDeployments(context.Background(), cb.kube, ns, memorySubjects, 16, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("created %d Deployments in %s", memorySubjects, time.Since(start).Round(time.Second))
-	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 
-	cases := []struct {
+	md := metadata.NewForConfigOrDie(env.Config)
+	mapper := duck.NewRESTMapper(discovery.NewDiscoveryClientForConfigOrDie(env.Config))
+	// The process keeps one mapper for every cache; ask it once so that
+	// its discovery data is not counted as the first cache's.
+	if _, err := mapper.KindFor(deploymentsGVR); err != nil {
+		b.Fatal(err)
+	}
+	heapCases := []struct {
 		name string
-		// build returns an unstarted informer; everything it allocates
-		// beyond the informer itself is garbage once it returns.
-		build func(b *testing.B) cache.SharedIndexInformer
+		// start builds and starts a cache on stop and returns once it has
+		// synced.
+		start func(b *testing.B, stop chan struct{}) cache.SharedIndexInformer
 	}{
-		{"withpod", func(b *testing.B) cache.SharedIndexInformer {
-			inf, _, err := (&duck.TypedInformerFactory{Client: dyn}).Get(context.Background(), deploymentsGVR)
+		{"bindkit", func(b *testing.B, stop chan struct{}) cache.SharedIndexInformer {
+			f := &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.MetadataInformerFactory{Client: md, Mapper: mapper}}
+			inf, _, err := f.Get(context.Background(), deploymentsGVR)
 			if err != nil {
 				b.Fatal(err)
 			}
 			return inf
 		}},
-		{"deployment", func(*testing.B) cache.SharedIndexInformer {
-			return informers.NewSharedInformerFactory(kube, 0).Apps().V1().Deployments().Informer()
+		{"typed", func(b *testing.B, stop chan struct{}) cache.SharedIndexInformer {
+			return runSynced(b, informers.NewSharedInformerFactory(cb.kube, 0).Apps().V1().Deployments().Informer(), stop)
 		}},
-		// Diagnostics, not the issue's comparison: the same two informers
-		// with a transform that drops metadata.managedFields before the
-		// object enters the cache (nothing in a Binding controller reads
-		// them), to show how much of each heap they are.
-		{"withpod-no-managedfields", func(b *testing.B) cache.SharedIndexInformer {
-			inf, _, err := (&duck.TypedInformerFactory{Client: dyn}).Get(context.Background(), deploymentsGVR)
-			if err != nil {
-				b.Fatal(err)
-			}
+		// A diagnostic, not the issue's comparison: how much of the typed
+		// informer managedFields are.
+		{"typed-no-managedfields", func(b *testing.B, stop chan struct{}) cache.SharedIndexInformer {
+			inf := informers.NewSharedInformerFactory(cb.kube, 0).Apps().V1().Deployments().Informer()
 			if err := inf.SetTransform(dropManagedFields); err != nil {
 				b.Fatal(err)
 			}
-			return inf
-		}},
-		{"deployment-no-managedfields", func(b *testing.B) cache.SharedIndexInformer {
-			inf := informers.NewSharedInformerFactory(kube, 0).Apps().V1().Deployments().Informer()
-			if err := inf.SetTransform(dropManagedFields); err != nil {
-				b.Fatal(err)
-			}
-			return inf
+			return runSynced(b, inf, stop)
 		}},
 	}
-	for _, c := range cases {
-		b.Run("impl="+c.name, func(b *testing.B) {
+	for _, c := range heapCases {
+		b.Run("cache=heap/impl="+c.name, func(b *testing.B) {
 			var grown uint64
 			for range b.N {
 				b.StopTimer()
 				before := heapInuse()
+				stop := make(chan struct{})
 				b.StartTimer()
 
-				inf := c.build(b)
-				stop := make(chan struct{})
-				done := make(chan struct{})
-				go func() { defer close(done); inf.Run(stop) }()
-				if !cache.WaitForCacheSync(stop, inf.HasSynced) {
-					b.Fatal("informer did not sync")
-				}
+				inf := c.start(b, stop)
 
 				b.StopTimer()
 				after := heapInuse()
 				writeHeapProfile(b, c.name)
 				if n := len(inf.GetStore().ListKeys()); n != memorySubjects {
-					b.Fatalf("informer holds %d objects, want %d", n, memorySubjects)
+					b.Fatalf("cache holds %d objects, want %d", n, memorySubjects)
 				}
 				close(stop)
-				<-done
+				// The informer's goroutines return shortly after stop;
+				// the next case's baseline must not count what they held.
+				time.Sleep(time.Second)
 				grown = after - min(before, after)
 				b.StartTimer()
 			}
-			b.ReportMetric(float64(grown)/(1<<20), "heap-MB")
+			b.ReportMetric(float64(grown), "heap-B")
 			b.ReportMetric(float64(grown)/memorySubjects, "heap-B/object")
 		})
 	}
+
+	processCases := []struct {
+		name string
+		run  func(b *testing.B, want int) memory
+	}{
+		{"bindkit", cb.controllerCache},
+		{"typed", cb.typedCache},
+	}
+	for _, c := range processCases {
+		b.Run("cache=process/impl="+c.name, func(b *testing.B) {
+			var m memory
+			for range b.N {
+				// run times only the sync, not the process's start and stop.
+				b.StopTimer()
+				mi := c.run(b, memorySubjects)
+				m.rss, m.hwm = max(m.rss, mi.rss), max(m.hwm, mi.hwm)
+				b.StartTimer()
+			}
+			base := baseline[c.name]
+			b.ReportMetric(float64(m.rss), "rss-B")
+			b.ReportMetric(float64(m.hwm), "peak-rss-B")
+			b.ReportMetric(float64(m.rss)-float64(base.rss), "cache-rss-B")
+			b.ReportMetric(float64(m.hwm)-float64(base.hwm), "cache-peak-B")
+			b.Logf("%s with no Deployments: rss %.1f MiB, peak %.1f MiB", c.name, float64(base.rss)/(1<<20), float64(base.hwm)/(1<<20))
+		})
+	}
+}
+
+type cacheBench struct {
+	env               *testenv.Environment
+	kube              kubernetes.Interface
+	dyn               dynamic.Interface
+	controller, typed string
+	port              int
+	baseNS            string
+}
+
+// controllerCache starts the example controller, creates a GithubBinding
+// over Deployments that selects none of them, and waits, with a watch, for
+// it to be Ready: the reconciler has then synced its subject cache (want
+// Deployments) and found nothing to patch. The timer runs from the
+// Binding's creation to Ready. It returns the process's memory settle
+// later, then deletes the Binding and stops the controller.
+func (cb *cacheBench) controllerCache(b *testing.B, want int) memory {
+	b.Helper()
+	ctx := context.Background()
+	ctrl := startController(b, cb.env, cb.controller, cb.port)
+	bindings := cb.dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(cb.baseNS)
+	name := "cache-" + strconv.Itoa(want)
+	binding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersionResource().GroupVersion().String(), "kind": "GithubBinding",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"subject": map[string]any{
+				"apiVersion": "apps/v1", "kind": "Deployment",
+				"selector": map[string]any{"matchLabels": map[string]any{"tier": "none"}},
+			},
+			"secret": map[string]any{"name": bindSecretName},
+		},
+	}}
+	w, err := bindings.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		b.Fatalf("watch GithubBinding %s/%s: %v", cb.baseNS, name, err)
+	}
+	defer w.Stop()
+	b.StartTimer()
+	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		b.Fatalf("create GithubBinding %s/%s: %v", cb.baseNS, name, err)
+	}
+	timeout := time.After(5 * time.Minute)
+	for ready := false; !ready; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatalf("watch of GithubBinding %s/%s ended", cb.baseNS, name)
+			}
+			if u, isU := ev.Object.(*unstructured.Unstructured); isU && ev.Type != watch.Deleted {
+				ready = isReady(u)
+			}
+		case <-timeout:
+			b.Fatalf("GithubBinding %s/%s not Ready after 5 minutes\ncontroller log:\n%s", cb.baseNS, name, ctrl.logTail())
+		}
+	}
+	b.StopTimer()
+	time.Sleep(settle)
+	m := ctrl.memory(b)
+
+	if err := bindings.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		b.Fatalf("delete GithubBinding %s/%s: %v", cb.baseNS, name, err)
+	}
+	poll(b, 5*time.Minute, "GithubBinding "+name+" gone", func() (bool, error) {
+		_, err := bindings.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	waitWebhookIdle(b, cb.kube)
+	ctrl.stop(b)
+	return m
+}
+
+// isReady reports whether a Binding's Ready condition is True for its
+// current generation.
+func isReady(u *unstructured.Unstructured) bool {
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	if observed != u.GetGeneration() {
+		return false
+	}
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}
+
+// typedCache runs cmd/typedinformer until its cache of want Deployments has
+// synced, the timer running from its go-ahead to its report of the sync,
+// and returns its memory settle later.
+func (cb *cacheBench) typedCache(b *testing.B, want int) memory {
+	b.Helper()
+	p := startProcess(b, cb.env.Dir, cb.typed, []string{"--kubeconfig=" + cb.env.KubeconfigPath}, nil, true)
+	defer p.stop(b)
+	readLine := func(wantPrefix string) string {
+		line, err := p.stdout.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, wantPrefix) {
+			b.Fatalf("typedinformer: read %q (%v), want %q\n%s", line, err, wantPrefix, p.logTail())
+		}
+		return strings.TrimSpace(line)
+	}
+	readLine("ready")
+	b.StartTimer()
+	if _, err := fmt.Fprintln(p.stdin, "go"); err != nil {
+		b.Fatal(err)
+	}
+	synced := readLine("synced ")
+	b.StopTimer()
+	if got := strings.TrimPrefix(synced, "synced "); got != strconv.Itoa(want) {
+		b.Fatalf("typedinformer cached %s Deployments, want %d", got, want)
+	}
+	time.Sleep(settle)
+	return p.memory(b)
+}
+
+// runSynced runs inf until stop is closed and returns it once synced.
+func runSynced(b *testing.B, inf cache.SharedIndexInformer, stop chan struct{}) cache.SharedIndexInformer {
+	go inf.Run(stop)
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		b.Fatal("informer did not sync")
+	}
+	return inf
 }
 
 // heapInuse collects garbage and returns the bytes in in-use heap spans.
@@ -137,8 +331,8 @@ func heapInuse() uint64 {
 	return ms.HeapInuse
 }
 
-// writeHeapProfile writes the heap profile, with the informer still live,
-// to $BINDKIT_BENCH_HEAPPROFILE/heap-<name>.prof when that variable names a
+// writeHeapProfile writes the heap profile, with the cache still live, to
+// $BINDKIT_BENCH_HEAPPROFILE/heap-<name>.prof when that variable names a
 // directory: `go tool pprof -sample_index=inuse_space` then shows what
 // holds the heap.
 func writeHeapProfile(b *testing.B, name string) {

@@ -159,3 +159,18 @@ func pidsCPU(pids []int) time.Duration {
 
 // clockTicks is USER_HZ, 100 on every Linux platform Go supports.
 const clockTicks = 100
+
+// deleteDeployments deletes every Deployment of ns and waits until none is
+// left, so that the informers of what runs next (cluster-wide, as a
+// controller's are) hold only their own Deployments.
+func deleteDeployments(tb testing.TB, kube kubernetes.Interface, ns string) {
+	tb.Helper()
+	deployments := kube.AppsV1().Deployments(ns)
+	poll(tb, 10*time.Minute, "Deployments of "+ns+" deleted", func() (bool, error) {
+		// A collection of thousands may outlast one request's timeout: the
+		// next round deletes what is left.
+		_ = deployments.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		list, err := deployments.List(context.Background(), metav1.ListOptions{Limit: 1})
+		return err == nil && len(list.Items) == 0, nil
+	})
+}

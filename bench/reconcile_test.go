@@ -2,14 +2,12 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +19,9 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/bindkit/bindkit/duck"
-	"github.com/bindkit/bindkit/internal/fixtures"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/tracker"
 )
@@ -83,13 +81,19 @@ func (b *envBinding) Undo(_ context.Context, wp *duck.WithPod) {
 }
 
 // BenchmarkReconcile1000 binds 1,000 realistic Deployments in one namespace
-// against the real kube-apiserver (issue 7 part 3). impl=bindkit runs
-// psbinding.BaseReconciler.Reconcile on one selector Binding, subjects read
-// from its duck informer; impl=floor is a plain client-go loop that sends
-// the same JSON patches with the same concurrency. Each iteration uses a
-// fresh namespace whose Deployments are created with the timer stopped;
-// the timed part ends when every subject is patched. sec/op is one whole
-// reconcile of 1,000 subjects.
+// against the real kube-apiserver, in process and unthrottled (testenv's
+// client configuration): the in-process equivalent of BenchmarkBind, for
+// `go test -cpuprofile`. impl=bindkit runs psbinding.BaseReconciler.Reconcile
+// on one selector Binding, its subjects in the shared slim metadata cache as
+// injection builds it (duck.CachedInformerFactory over
+// duck.MetadataInformerFactory, with the kind's handler through
+// duck.EnqueueInformerFactory); the reconciler reads each subject's full
+// object with a GET before it patches it. impl=floor is a plain client-go
+// loop that sends the same JSON patches (bindkitPatch) with the same
+// concurrency. Each iteration uses a fresh namespace whose Deployments are
+// created with the timer stopped, and deletes them afterwards; the timed part
+// ends when every subject is patched. sec/op is one whole reconcile of 1,000
+// subjects.
 func BenchmarkReconcile1000(b *testing.B) {
 	env := startControlPlane(b, "../psbinding/testdata/crds.yaml")
 	kube := kubernetes.NewForConfigOrDie(env.Config)
@@ -130,10 +134,14 @@ func BenchmarkReconcile1000(b *testing.B) {
 		// informer does the work it does in a controller.
 		var events int
 		trk := tracker.New(func(tracker.Observer) { mu.Lock(); events++; mu.Unlock() }, time.Hour)
-		factory := &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.EnqueueInformerFactory{
-			Delegate:     &duck.TypedInformerFactory{Client: dyn},
+		// The process's shared subject cache, as injection builds it, and
+		// the Binding kind's handler on it, as NewReconcilerImpl adds it.
+		factory := &duck.EnqueueInformerFactory{
+			Delegate: &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.MetadataInformerFactory{
+				Client: metadata.NewForConfigOrDie(env.Config), Mapper: mapper,
+			}},
 			EventHandler: psbinding.SubjectEventHandler(trk, func(err error) { b.Errorf("tracker: %v", err) }),
-		}}
+		}
 		r := &psbinding.BaseReconciler{
 			GVR: envBindingsGVR, Get: get, DynamicClient: dyn, Factory: factory, Mapper: mapper, Tracker: trk,
 		}
@@ -184,6 +192,7 @@ func BenchmarkReconcile1000(b *testing.B) {
 			meter.stop()
 			b.StopTimer()
 			checkBound(b, kube, ns)
+			deleteDeployments(b, kube, ns)
 			b.StartTimer()
 		}
 		reportPatchRate(b)
@@ -192,122 +201,33 @@ func BenchmarkReconcile1000(b *testing.B) {
 
 	b.Run("impl=floor", func(b *testing.B) {
 		ctx := context.Background()
-		checkFloorOps(b)
+		binding := &envBinding{Spec: envBindingSpec{Env: boundEnv}}
+		by := duck.BoundBy{Resource: envBindingsGVR.GroupResource(), Name: "bind-all"}
 		meter := newCPUMeter(env)
 		b.ResetTimer()
 		for range b.N {
 			b.StopTimer()
 			ns, deps := setup(b)
+			patches, err := bindkitPatches(deps, func(wp *duck.WithPod) { binding.Do(ctx, wp) }, by, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.StartTimer()
 			meter.start()
 
-			if err := floorPatch(ctx, kube, deps, psbinding.DefaultPatchConcurrency); err != nil {
+			if err := sendPatches(ctx, kube, patches, psbinding.DefaultPatchConcurrency); err != nil {
 				b.Fatal(err)
 			}
 
 			meter.stop()
 			b.StopTimer()
 			checkBound(b, kube, ns)
+			deleteDeployments(b, kube, ns)
 			b.StartTimer()
 		}
 		reportPatchRate(b)
 		meter.report(b)
 	})
-}
-
-// floorOps are the JSON patch operations that bind d: the resourceVersion
-// test the BaseReconciler guards every patch with, and boundEnv appended to
-// each container's env.
-func floorOps(d *appsv1.Deployment) []map[string]any {
-	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": d.ResourceVersion}}
-	for i, c := range d.Spec.Template.Spec.Containers {
-		ops = append(ops, map[string]any{
-			"op": "add", "path": fmt.Sprintf("/spec/template/spec/containers/%d/env/%d", i, len(c.Env)),
-			"value": map[string]any{"name": boundEnv.Name, "value": boundEnv.Value},
-		})
-	}
-	return ops
-}
-
-// floorPatch is the floor: each Deployment gets its JSON patch through the
-// typed client, workers at a time, with nothing else around it.
-func floorPatch(ctx context.Context, kube kubernetes.Interface, deps []*appsv1.Deployment, workers int) error {
-	sem := make(chan struct{}, workers)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, d := range deps {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			patch, err := json.Marshal(floorOps(d))
-			if err == nil {
-				_, err = kube.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
-			}
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("apps/v1 Deployment %s/%s: patch: %w", d.Namespace, d.Name, err))
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return fmt.Errorf("%d of %d patches failed, first: %w", len(errs), len(deps), errs[0])
-	}
-	return nil
-}
-
-// checkFloorOps proves that the floor sends what bindkit sends: bindkit's
-// patch for the fixture (the ops of its Deployment shape, after the same
-// resourceVersion test) equals floorOps, as JSON.
-func checkFloorOps(b *testing.B) {
-	b.Helper()
-	d := fixtures.RealisticDeployment("ns", "d-00000")
-	d.ResourceVersion = "42"
-	raw, err := json.Marshal(d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	shape := duck.Shapes{}.For(schema.GroupKind{Group: "apps", Kind: "Deployment"})
-	before, err := shape.Decode(raw)
-	if err != nil {
-		b.Fatal(err)
-	}
-	after := before.DeepCopy()
-	(&envBinding{Spec: envBindingSpec{Env: boundEnv}}).Do(context.Background(), after)
-	ops, err := shape.CreatePatch(before, after)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bindkitPatch, err := json.Marshal(append([]any{map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": "42"}}, anySlice(ops)...))
-	if err != nil {
-		b.Fatal(err)
-	}
-	floorPatch, err := json.Marshal(floorOps(d))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var got, want any
-	if err := json.Unmarshal(floorPatch, &got); err != nil {
-		b.Fatal(err)
-	}
-	if err := json.Unmarshal(bindkitPatch, &want); err != nil {
-		b.Fatal(err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		b.Fatalf("floor patch differs from bindkit's (-bindkit +floor):\n%s", diff)
-	}
-}
-
-func anySlice[T any](s []T) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
 }
 
 // checkBound fails b unless every Deployment of ns carries boundEnv exactly

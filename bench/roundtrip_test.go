@@ -47,7 +47,9 @@ var roundTripBindings = bindingSet{n: 10, match: matchSelector}
 // HTTP/1.1, kept-alive connections) on 127.0.0.1 by 8 concurrent clients:
 // bindkit's webhook server with the psbinding admission controller against
 // controller-runtime's webhook server with a Defaulter for appsv1.Deployment
-// that applies the same Bindings. The matching request is the subject of one
+// that applies the same Bindings, and against the floor (startFloor), a bare
+// net/http TLS server with the same TLS settings and certificate that reads
+// the request and returns a canned allowed AdmissionReview. The matching request is the subject of one
 // Binding and gets a patch; the non-matching one is a Deployment in the same
 // namespace that no Binding selects. ns/op is wall time divided by requests,
 // i.e. the inverse of throughput; req/s, p50-ns and p99-ns are reported too.
@@ -64,9 +66,12 @@ func BenchmarkRoundTrip(b *testing.B) {
 	servers := []struct {
 		name  string
 		start func(b *testing.B, pki *pki) (url string, stop func())
+		// canned servers answer every request the same: allowed, no patch.
+		canned bool
 	}{
-		{"bindkit", startBindkit},
-		{"controller-runtime", startControllerRuntime},
+		{"bindkit", startBindkit, false},
+		{"controller-runtime", startControllerRuntime, false},
+		{"floor", startFloor, true},
 	}
 	for _, rq := range requests {
 		body := admissionReview(b, rq.subject)
@@ -76,7 +81,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				defer stop()
 				client := certs.client()
 				defer client.CloseIdleConnections()
-				runClients(b, client, url, body, rq.wantPatch)
+				runClients(b, client, url, body, rq.wantPatch && !srv.canned)
 			})
 		}
 	}
@@ -302,6 +307,53 @@ func startControllerRuntime(b *testing.B, p *pki) (string, func()) {
 		b.Fatal(err)
 	}
 	return "https://" + addr + "/bindings", stop
+}
+
+// floorResponse is the floor's canned answer: the request's UID, allowed,
+// nothing else, as the kube-apiserver needs it.
+var floorResponse = []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"` + reviewUID + `","allowed":true}}`)
+
+// startFloor serves the round trip's floor: what every webhook pays
+// whatever it decides. A net/http server with the TLS settings of bindkit's
+// (TLS 1.3 minimum, HTTP/1.1 only, the same ECDSA serving certificate,
+// handed out by GetCertificate as bindkit's server does) whose handler reads
+// the whole request body and writes floorResponse.
+func startFloor(b *testing.B, p *pki) (string, func()) {
+	cert, err := tls.X509KeyPair(p.serving.CertPEM, p.serving.KeyPEM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(floorResponse)
+		}),
+		TLSConfig: &tls.Config{
+			MinVersion:     tls.VersionTLS13,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil },
+		},
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	return "https://" + ln.Addr().String() + "/", func() {
+		srv.Close()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			b.Error(err)
+		}
+	}
 }
 
 // crDefaulter is the hand-written equivalent of the Bindings for

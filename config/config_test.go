@@ -61,7 +61,9 @@ func TestEveryFileAppliesWithRealAPIServer(t *testing.T) {
 	}
 
 	kinds := map[string]int{}
-	for _, m := range manifests {
+	// The uninstall Job too, which an operator applies when removing
+	// bindkit.
+	for _, m := range append(manifests, readManifests(t, "uninstall")...) {
 		kinds[m.obj.GetKind()]++
 		got, err := apply(ctx, dyn, mapper, m.obj, false)
 		if err != nil {
@@ -76,7 +78,7 @@ func TestEveryFileAppliesWithRealAPIServer(t *testing.T) {
 	// fails here rather than in a cluster.
 	for _, kind := range []string{
 		"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-		"CustomResourceDefinition", "Service", "MutatingWebhookConfiguration", "Secret", "Deployment",
+		"CustomResourceDefinition", "Service", "MutatingWebhookConfiguration", "Secret", "Deployment", "Job",
 	} {
 		if kinds[kind] == 0 {
 			t.Errorf("config/ has no %s", kind)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -143,6 +144,21 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 		t.Errorf("controller: %v\n%s", err, ctrl.LogTail(30))
 	}
 	stopped = true
+
+	// Removing bindkit runs under the same ServiceAccount.
+	uninstall, err := demo.StartController(env, binary, port, "--kubeconfig="+kubeconfig, "--uninstall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.poll("--uninstall exits", func() (string, error) {
+		if exited, err := uninstall.Exited(); exited {
+			if err != nil {
+				return "", fmt.Errorf("--uninstall: %w\n%s", err, uninstall.LogTail(30))
+			}
+			return "", nil
+		}
+		return "running", nil
+	})
 	if strings.Contains(ctrl.Log(), "forbidden") {
 		t.Errorf("controller log mentions forbidden requests:\n%s", grep(ctrl.Log(), "forbidden"))
 	}

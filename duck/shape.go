@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/bindkit/bindkit/internal/jsonscan"
 )
 
 type shapeKind uint8
@@ -109,8 +111,9 @@ func (s Shape) validate() error {
 // added where the object's schema keeps none is pruned or rejected by the
 // API server, so binding it never settles. Its message names the object and
 // the path, e.g. "example.com/v1 Widget ns/x: no pod template at
-// spec.template". A template that is present but not an object is a
-// different error.
+// spec.template". A template, or a field on the way to it, that holds
+// something else than an object counts as no template too; its message says
+// what it holds.
 var ErrNoPodTemplate = errors.New("no pod template")
 
 // Decode reads a workload's JSON, e.g. the object of an AdmissionReview,
@@ -121,9 +124,9 @@ var ErrNoPodTemplate = errors.New("no pod template")
 //
 // When the workload has no template where the shape looks, the error wraps
 // ErrNoPodTemplate and the WithPod returned with it holds the workload's
-// metadata and a zero template; every other error comes with a nil
-// WithPod. A path to the template through something other than an object
-// is an error.
+// metadata and a zero template (as when the template, or a field on the
+// way to it, is not an object); every other error comes with a nil
+// WithPod.
 func (s Shape) Decode(raw []byte) (*WithPod, error) {
 	return s.DecodeChecked(raw, MaxDepth, nil)
 }
@@ -137,6 +140,16 @@ func (s Shape) DecodeChecked(raw []byte, maxDepth int, check func(ObjectStats) e
 		return nil, err
 	}
 	res, err := s.scan(raw, maxDepth)
+	if notObject, ok := errors.AsType[*jsonscan.NotObjectError](err); ok {
+		// The path to the template holds something else than an object:
+		// there is no pod template to bind, as when it is absent.
+		w := &WithPod{}
+		var top topJSON
+		if kjson.UnmarshalCaseSensitivePreserveInts(raw, &top) == nil {
+			w.TypeMeta, w.ObjectMeta = top.TypeMeta, top.Metadata.ObjectMeta
+		}
+		return w, fmt.Errorf("%s: %w at %s: %v", describe(w), ErrNoPodTemplate, s, notObject)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("decode %s workload: %w", s, err)
 	}
@@ -182,9 +195,9 @@ func (s Shape) DecodeChecked(raw []byte, maxDepth int, check func(ObjectStats) e
 
 // FromUnstructured converts a workload, e.g. from the dynamic client, into a
 // new WithPod that shares no memory with u. Like Decode, it reports a
-// missing or null template with an error wrapping ErrNoPodTemplate, and
-// then returns the workload's metadata with a zero template; a template
-// path through something other than objects is an error.
+// missing or null template, or one that is not an object, with an error
+// wrapping ErrNoPodTemplate, and then returns the workload's metadata with
+// a zero template.
 func (s Shape) FromUnstructured(u *unstructured.Unstructured) (*WithPod, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
@@ -209,14 +222,15 @@ func (s Shape) FromUnstructured(u *unstructured.Unstructured) (*WithPod, error) 
 	path := s.Path()
 	field, found, err := unstructured.NestedFieldNoCopy(u.Object, path...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", describeUnstructured(u), s, err)
+		// A field on the way to the template is not an object.
+		return w, fmt.Errorf("%s: %w at %s: %v", describeUnstructured(u), ErrNoPodTemplate, s, err)
 	}
 	if !found || field == nil {
 		return w, fmt.Errorf("%s: %w at %s", describeUnstructured(u), ErrNoPodTemplate, s)
 	}
 	tmpl, ok := field.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s: %s is a %T, not an object", describeUnstructured(u), s, field)
+		return w, fmt.Errorf("%s: %w at %s: it is a %T, not an object", describeUnstructured(u), ErrNoPodTemplate, s, field)
 	}
 	if err := conv.FromUnstructured(tmpl, &w.Spec.Template); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", describeUnstructured(u), s, err)

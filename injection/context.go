@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/bindkit/bindkit/duck"
@@ -20,6 +21,7 @@ type (
 	configKey      struct{}
 	kubeClientKey  struct{}
 	dynamicKey     struct{}
+	metadataKey    struct{}
 	duckFactoryKey struct{}
 	restMapperKey  struct{}
 	informerSetKey struct{}
@@ -112,6 +114,25 @@ func DynamicClient(ctx context.Context) dynamic.Interface {
 // of panicking.
 func TryDynamicClient(ctx context.Context) (dynamic.Interface, bool) {
 	return lookup[dynamic.Interface](ctx, dynamicKey{})
+}
+
+// WithMetadataClient returns a copy of ctx that carries client, which reads
+// and patches any resource as metadata only (small responses).
+func WithMetadataClient(ctx context.Context, client metadata.Interface) context.Context {
+	return context.WithValue(ctx, metadataKey{}, client)
+}
+
+// MetadataClient returns the metadata client stored by New or
+// WithMetadataClient. It panics with a message naming both when ctx
+// carries none.
+func MetadataClient(ctx context.Context) metadata.Interface {
+	return mustLookup[metadata.Interface](ctx, metadataKey{}, "metadata client", "WithMetadataClient")
+}
+
+// TryMetadataClient is MetadataClient that reports a missing client instead
+// of panicking.
+func TryMetadataClient(ctx context.Context) (metadata.Interface, bool) {
+	return lookup[metadata.Interface](ctx, metadataKey{})
 }
 
 // WithRESTMapper returns a copy of ctx that carries mapper, which turns

@@ -63,7 +63,7 @@ func WithKubeInformerOptions(opts ...informers.SharedInformerOption) Option {
 // New builds the kube, dynamic and discovery clients from cfg, a RESTMapper
 // over discovery, and an InformerSet over the clients, and returns a copy of
 // ctx that carries all of them (read them back with Config, KubeClient,
-// DynamicClient, RESTMapper, Informers, KubeInformerFactory and
+// DynamicClient, MetadataClient, RESTMapper, Informers, KubeInformerFactory and
 // DuckInformerFactory). Nothing is started and the server is not contacted.
 //
 // The informers live at most as long as ctx: when ctx ends, or on
@@ -122,6 +122,7 @@ func NewWithClients(ctx context.Context, clients Clients, opts ...Option) (conte
 	}
 	ctx = WithKubeClient(ctx, clients.Kube)
 	ctx = WithDynamicClient(ctx, clients.Dynamic)
+	ctx = WithMetadataClient(ctx, clients.Metadata)
 	ctx = WithRESTMapper(ctx, clients.RESTMapper)
 	ctx = WithDuckInformerFactory(ctx, set.DuckInformerFactory())
 	ctx = WithInformers(ctx, set)

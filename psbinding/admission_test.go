@@ -368,3 +368,40 @@ func TestAdmissionControllerKeepsBundleWhileSecretIsGone(t *testing.T) {
 		t.Errorf("rules %v, caBundle %q: want rules restored and the installed bundle kept", cfg.Webhooks[1].Rules, cfg.Webhooks[1].ClientConfig.CABundle)
 	}
 }
+
+func TestAdmissionControllerUninstallEmptiesItsRules(t *testing.T) {
+	ac, kube := newTestAdmissionController(t, []Bindable{newEnvBinding("ns", "a", deploymentRef("ns", "web", nil), "A", "1")}, []byte("CA"))
+	ctx := context.Background()
+	ac.Promote(func(string) {})
+	if err := ac.Reconcile(ctx, ac.Key()); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	rules := func() [][]admissionregistrationv1.RuleWithOperations {
+		got, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "bindings.bindkit.dev", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][]admissionregistrationv1.RuleWithOperations
+		for _, w := range got.Webhooks {
+			out = append(out, w.Rules)
+		}
+		return out
+	}
+	before := rules()
+	if len(before[1]) == 0 {
+		t.Fatal("no rules programmed")
+	}
+	if err := ac.Uninstall(ctx); err != nil {
+		t.Fatalf("Uninstall: %v", err)
+	}
+	after := rules()
+	if len(after[1]) != 0 {
+		t.Errorf("rules after Uninstall: %v", after[1])
+	}
+	if diff := cmp.Diff(before[0], after[0]); diff != "" {
+		t.Errorf("another webhook of the configuration changed (-before +after):\n%s", diff)
+	}
+	if err := ac.Uninstall(ctx); err != nil {
+		t.Errorf("second Uninstall: %v", err)
+	}
+}

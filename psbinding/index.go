@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/bindkit/bindkit/tracker"
 )
@@ -18,7 +17,7 @@ import (
 // a whole new index in atomically.
 type index[B any] struct {
 	exact     map[exactKey][]indexed[B]
-	selectors map[scopeKey]*selectorSet[B]
+	selectors map[scopeKey]*tracker.SelectorIndex[string, indexed[B]]
 	// scopes counts the Bindings of each subject kind and namespace, so the
 	// common case (no Binding anywhere near the request) is one map lookup.
 	scopes map[scopeKey]struct{}
@@ -35,23 +34,10 @@ type exactKey struct {
 	name string
 }
 
-// labelPair is one key=value a selector requires, used to narrow a lookup to
-// the selectors an object's labels could satisfy.
-type labelPair struct{ key, value string }
-
-// indexed is one Binding with its parsed selector and its place in the
-// deterministic order.
+// indexed is one Binding with its place in the deterministic order.
 type indexed[B any] struct {
-	binding  B
-	order    string // namespace/name of the Binding: the order Do and Undo run in
-	selector labels.Selector
-}
-
-// selectorSet holds the selector Bindings of one scope: those with an
-// equality requirement by that pair, the rest in fallback.
-type selectorSet[B any] struct {
-	byPair   map[labelPair][]indexed[B]
-	fallback []indexed[B]
+	binding B
+	order   string // namespace/name of the Binding: the order Do and Undo run in
 }
 
 // subjectOf is what the index needs to know of a Binding: its subject
@@ -65,7 +51,7 @@ type subjectOf[B any] func(B) (ref tracker.Reference, namespace, name string)
 func newIndex[B any](bindings []B, subject subjectOf[B]) (*index[B], []error) {
 	ix := &index[B]{
 		exact:     make(map[exactKey][]indexed[B]),
-		selectors: make(map[scopeKey]*selectorSet[B]),
+		selectors: make(map[scopeKey]*tracker.SelectorIndex[string, indexed[B]]),
 		scopes:    make(map[scopeKey]struct{}),
 	}
 	var errs []error
@@ -83,12 +69,6 @@ func newIndex[B any](bindings []B, subject subjectOf[B]) (*index[B], []error) {
 	}
 	for k, list := range ix.exact {
 		ix.exact[k] = sortIndexed(list)
-	}
-	for _, set := range ix.selectors {
-		for k, list := range set.byPair {
-			set.byPair[k] = sortIndexed(list)
-		}
-		set.fallback = sortIndexed(set.fallback)
 	}
 	return ix, errs
 }
@@ -114,37 +94,10 @@ func (ix *index[B]) add(b B, ref tracker.Reference, order string) error {
 	}
 	set := ix.selectors[scope]
 	if set == nil {
-		set = &selectorSet[B]{byPair: make(map[labelPair][]indexed[B])}
+		set = tracker.NewSelectorIndex[string, indexed[B]]()
 		ix.selectors[scope] = set
 	}
-	entry := indexed[B]{binding: b, order: order, selector: sel}
-	pairs := indexPairs(sel)
-	if len(pairs) == 0 {
-		set.fallback = append(set.fallback, entry)
-	}
-	for _, p := range pairs {
-		set.byPair[p] = append(set.byPair[p], entry)
-	}
-	return nil
-}
-
-// indexPairs picks one requirement every matching object must satisfy with
-// a known value, and returns its key=value pairs (one per allowed value). An
-// object carries at most one value per key, so it reaches the entry through
-// at most one pair. Nil means no requirement narrows the selector.
-func indexPairs(sel labels.Selector) []labelPair {
-	reqs, _ := sel.Requirements()
-	for _, r := range reqs {
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals, selection.In:
-			values := r.Values().List() // sorted, so the pick is deterministic
-			pairs := make([]labelPair, len(values))
-			for i, v := range values {
-				pairs[i] = labelPair{key: r.Key(), value: v}
-			}
-			return pairs
-		}
-	}
+	set.Set(sel, order, indexed[B]{binding: b, order: order})
 	return nil
 }
 
@@ -172,18 +125,13 @@ func (ix *index[B]) lookup(group, kind, namespace, name string, objLabels map[st
 	}
 	if set := ix.selectors[scope]; set != nil {
 		have := labels.Set(objLabels)
-		for k, v := range objLabels {
-			for _, e := range set.byPair[labelPair{key: k, value: v}] {
-				if e.selector.Matches(have) {
+		set.Candidates(objLabels, func(sel labels.Selector, _ string, bindings map[string]indexed[B]) {
+			if sel.Matches(have) {
+				for _, e := range bindings {
 					found = append(found, e)
 				}
 			}
-		}
-		for _, e := range set.fallback {
-			if e.selector.Matches(have) {
-				found = append(found, e)
-			}
-		}
+		})
 	}
 	if len(found) == 0 {
 		return nil

@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bindkit/bindkit/duck"
@@ -34,36 +35,119 @@ const (
 // at a time, and joins the errors. A subject that has no pod template, or
 // cannot be read as one, is an *unavailableError: its reason goes in the
 // Ready condition.
+//
+// When a selector's reconcile has many subjects to bind, it reads them with
+// paged LISTs of the selector rather than one GET each (see patchListed);
+// what the pages do not hold is read one by one.
 func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s *subject, todo []work) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	limit := cmp.Or(r.PatchConcurrency, DefaultPatchConcurrency)
-	sem := make(chan struct{}, limit)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, w := range todo {
-		if ctx.Err() != nil {
-			break // demoted or shutting down: no new writes
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := r.patchSubject(ctx, mctx, b, s, w); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+	p := &patchRun{sem: make(chan struct{}, cmp.Or(r.PatchConcurrency, DefaultPatchConcurrency))}
+	patch := func(w work, first *unstructured.Unstructured) {
+		p.sem <- struct{}{}
+		p.wg.Go(func() {
+			defer func() { <-p.sem }()
+			if err := r.patchSubject(ctx, mctx, b, s, w, first); err != nil {
+				p.fail(err)
 			}
 		})
 	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("%s: stopped before every subject was patched: %w", describe(b), err))
+	rest := todo
+	if s.ref.Selector != nil && binds(todo) >= listThreshold {
+		rest = r.patchListed(ctx, s, todo, patch)
 	}
-	return classify(b, errs)
+	for _, w := range rest {
+		if ctx.Err() != nil {
+			break // demoted or shutting down: no new writes
+		}
+		patch(w, nil)
+	}
+	p.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		p.fail(fmt.Errorf("%s: stopped before every subject was patched: %w", describe(b), err))
+	}
+	return classify(b, p.errs)
+}
+
+// patchRun is one patchSubjects call's subjects in flight and their errors.
+type patchRun struct {
+	sem  chan struct{} // a slot per patch in flight
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+func (p *patchRun) fail(err error) {
+	p.mu.Lock()
+	p.errs = append(p.errs, err)
+	p.mu.Unlock()
+}
+
+// A reconcile that binds at least listThreshold subjects of a selector
+// reads them listPageSize at a time with LISTs of the selector: a thousand
+// GETs, each a quorum read of etcd and a response to decode, become four
+// LISTs.
+const (
+	listThreshold = 32
+	listPageSize  = 250
+)
+
+// binds counts the work that binds.
+func binds(todo []work) int {
+	n := 0
+	for _, w := range todo {
+		if w.bind {
+			n++
+		}
+	}
+	return n
+}
+
+// patchListed lists s's selector page by page and hands each listed
+// subject that todo binds to patch, with the listed object as the one its
+// first attempt patches. patch blocks while PatchConcurrency patches are in
+// flight, so at most about a page and PatchConcurrency objects are held at
+// once. It returns the work no page held (unbinds, subjects created or
+// relabelled since the cache saw them, everything after a failed LIST),
+// which the caller reads one by one: a failed LIST loses nothing.
+func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []work, patch func(work, *unstructured.Unstructured)) []work {
+	sel, err := s.ref.LabelSelector()
+	if err != nil {
+		return todo
+	}
+	pending := make(map[string]bool, len(todo))
+	for _, w := range todo {
+		if w.bind {
+			pending[w.name] = true
+		}
+	}
+	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: listPageSize}
+	for len(pending) > 0 && ctx.Err() == nil {
+		page, err := client.List(ctx, opts)
+		if err != nil {
+			break // an expired continue token, or any failure: GETs finish the work
+		}
+		for i := range page.Items {
+			u := &page.Items[i]
+			if !pending[u.GetName()] {
+				continue
+			}
+			delete(pending, u.GetName())
+			patch(work{name: u.GetName(), bind: true}, u)
+		}
+		if opts.Continue = page.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	var rest []work
+	for _, w := range todo {
+		if !w.bind || pending[w.name] {
+			rest = append(rest, w)
+		}
+	}
+	return rest
 }
 
 // classify turns the subjects' errors into what reconcileBinding reports:
@@ -112,15 +196,20 @@ func summarize(errs []error) error {
 // subject's duck.BoundAnnotation, and sends the difference as a JSON patch
 // guarded by duck.Guard. When the guard fails because someone changed what
 // the patch depends on, it reads the subject again and starts over. A
-// subject that is gone is no error.
-func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *subject, w work) error {
+// subject that is gone is no error. If first is not nil, the first attempt
+// patches it instead of reading the subject (the guard makes a stale first
+// as safe as a stale read).
+func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *subject, w work, first *unstructured.Unstructured) error {
 	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
 	name := fmt.Sprintf("%s: subject %s %s/%s", describe(b), s.gvr.GroupResource(), s.ref.Namespace, w.name)
 	by := r.boundBy(b)
 	wait := firstPatchWait
 	var lastRejected string // resourceVersion of the last object whose patch was refused
 	for attempt := 1; ; attempt++ {
-		u, err := client.Get(ctx, w.name, metav1.GetOptions{})
+		u, err := first, error(nil)
+		if attempt > 1 || u == nil {
+			u, err = client.Get(ctx, w.name, metav1.GetOptions{})
+		}
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -161,7 +250,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		_, err = client.Patch(ctx, w.name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager()})
+		err = r.sendPatch(ctx, s, w.name, body)
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil
@@ -180,6 +269,18 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		wait = min(2*wait, maxPatchWait)
 	}
+}
+
+// sendPatch sends a subject's JSON patch, through MetadataClient when set:
+// the response, which nothing reads, is then the subject's metadata only.
+func (r *BaseReconciler) sendPatch(ctx context.Context, s *subject, name string, body []byte) error {
+	opts := metav1.PatchOptions{FieldManager: r.fieldManager()}
+	if r.MetadataClient != nil {
+		_, err := r.MetadataClient.Resource(s.gvr).Namespace(s.ref.Namespace).Patch(ctx, name, types.JSONPatchType, body, opts)
+		return err
+	}
+	_, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Patch(ctx, name, types.JSONPatchType, body, opts)
+	return err
 }
 
 // readError reports a subject whose object does not give a pod template.

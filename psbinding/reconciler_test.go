@@ -3,7 +3,9 @@ package psbinding
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/metadata"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
@@ -582,5 +586,130 @@ func TestBaseReconcilerNeverChangesWhatGetReturns(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, cached); diff != "" {
 		t.Errorf("Reconcile changed the object Get returned (-before +after):\n%s", diff)
+	}
+}
+
+func TestBaseReconcilerUninstallReleasesEverything(t *testing.T) {
+	bound := corev1.EnvVar{Name: "TOKEN", Value: "t"}
+	a := newEnvBinding("ns", "a", deploymentRef("ns", "", matchLabels("app", "web")), "TOKEN", "t")
+	a.Finalizers = []string{"test.bindkit.dev/envbindings", "someone.else/keep"}
+	a.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"}
+	b := newEnvBinding("other", "b", deploymentRef("other", "db", nil), "TOKEN", "t")
+	b.Finalizers = []string{"test.bindkit.dev/envbindings"}
+	excluded := recorded(testDeployment("ns", "excluded", map[string]string{"app": "web", ExcludeLabel: "true"}, bound), "a")
+	f := newReconcilerFixture(t, a, b,
+		recorded(testDeployment("ns", "web", map[string]string{"app": "web"}, bound), "a"),
+		excluded,
+		recorded(testDeployment("other", "db", nil, bound), "b"),
+	)
+	if err := f.r.Uninstall(context.Background()); err != nil {
+		t.Fatalf("Uninstall: %v", err)
+	}
+	for _, d := range []struct{ ns, name string }{{"ns", "web"}, {"ns", "excluded"}, {"other", "db"}} {
+		if env := f.deploymentEnv(t, d.ns, d.name); len(env) != 0 {
+			t.Errorf("%s/%s still bound: %v", d.ns, d.name, env)
+		}
+		if got := f.deploymentBound(t, d.ns, d.name); got != "" {
+			t.Errorf("%s/%s still records %q", d.ns, d.name, got)
+		}
+	}
+	if diff := cmp.Diff([]string{"someone.else/keep"}, f.binding(t, "ns", "a").Finalizers); diff != "" {
+		t.Errorf("finalizers of a (-want +got):\n%s", diff)
+	}
+	if got := f.binding(t, "other", "b").Finalizers; len(got) != 0 {
+		t.Errorf("finalizers of b: %v", got)
+	}
+	// Again, with nothing left to do: no error, no write.
+	f.client.ClearActions()
+	if err := f.r.Uninstall(context.Background()); err != nil {
+		t.Fatalf("second Uninstall: %v", err)
+	}
+	if w := append(f.writes("deployments"), f.writes("envbindings")...); len(w) > 0 {
+		t.Errorf("second Uninstall wrote %v", w)
+	}
+}
+
+// countingMetadata counts the patches sent through a metadata client.
+type countingMetadata struct {
+	metadata.Interface
+	patches *atomic.Int64
+}
+
+func (c countingMetadata) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return countingGetter{c.Interface.Resource(gvr), c.patches}
+}
+
+type countingGetter struct {
+	metadata.Getter
+	patches *atomic.Int64
+}
+
+func (g countingGetter) Namespace(ns string) metadata.ResourceInterface {
+	return countingResource{g.Getter.Namespace(ns), g.patches}
+}
+
+type countingResource struct {
+	metadata.ResourceInterface
+	patches *atomic.Int64
+}
+
+func (r countingResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
+	r.patches.Add(1)
+	return r.ResourceInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// A selector that binds many subjects reads them with LISTs of the
+// selector, not a GET each, and the patches go through the metadata client
+// when the reconciler has one; a few subjects are read one by one.
+func TestBaseReconcilerReadsManySubjectsWithLists(t *testing.T) {
+	for _, tc := range []struct {
+		subjects            int
+		wantGets, wantLists int
+	}{
+		{subjects: listThreshold - 1, wantGets: listThreshold - 1, wantLists: 0},
+		{subjects: 2*listPageSize + 10, wantGets: 0, wantLists: 1}, // the fake ignores Limit: one page
+	} {
+		t.Run(fmt.Sprint(tc.subjects), func(t *testing.T) {
+			objects := []runtime.Object{
+				newEnvBinding("ns", "gh", deploymentRef("ns", "", matchLabels("app", "web")), "TOKEN", "t"),
+				testDeployment("ns", "other", map[string]string{"app": "other"}),
+			}
+			for i := range tc.subjects {
+				objects = append(objects, testDeployment("ns", fmt.Sprintf("web-%03d", i), map[string]string{"app": "web"}))
+			}
+			f := newReconcilerFixture(t, objects...)
+			var patches atomic.Int64
+			f.r.MetadataClient = countingMetadata{injectiontest.MetadataFromDynamic(f.client), &patches}
+			if _, _, err := f.r.Factory.Get(context.Background(), deploymentsGVR); err != nil {
+				t.Fatal(err)
+			}
+			f.client.ClearActions()
+			if err := f.r.Reconcile(context.Background(), "ns/gh"); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			var gets, lists int
+			for _, a := range f.client.Actions() {
+				if a.GetResource() != deploymentsGVR {
+					continue
+				}
+				switch a.GetVerb() {
+				case "get":
+					gets++
+				case "list":
+					lists++
+				}
+			}
+			if diff := cmp.Diff([]int{tc.wantGets, tc.wantLists, tc.subjects}, []int{gets, lists, int(patches.Load())}); diff != "" {
+				t.Errorf("GETs, LISTs, patches through the metadata client (-want +got):\n%s", diff)
+			}
+			for i := range tc.subjects {
+				if got := f.deploymentBound(t, "ns", fmt.Sprintf("web-%03d", i)); got == "" {
+					t.Errorf("web-%03d not bound", i)
+				}
+			}
+			if got := f.deploymentBound(t, "ns", "other"); got != "" {
+				t.Errorf("other bound: %q", got)
+			}
+		})
 	}
 }

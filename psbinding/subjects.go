@@ -289,7 +289,7 @@ func (r *BaseReconciler) unbindOtherKinds(ctx, mctx context.Context, b Bindable,
 		if current != nil && gvk.GroupKind() == current.gvk.GroupKind() {
 			continue
 		}
-		if err := r.unbindAll(ctx, mctx, b, gvk); err != nil {
+		if err := r.unbindAll(ctx, mctx, b, gvk, false); err != nil {
 			return err
 		}
 		done = append(done, gvk)
@@ -300,11 +300,12 @@ func (r *BaseReconciler) unbindOtherKinds(ctx, mctx context.Context, b Bindable,
 	return r.forgetKinds(ctx, b, done)
 }
 
-// unbindAll unbinds every subject of kind gvk that records b, except those
-// of an excluded namespace or labelled ExcludeLabel, which are left as
-// they are. A kind the server no longer serves has nothing to unbind; a
-// version it no longer serves is read through another.
-func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk schema.GroupVersionKind) error {
+// unbindAll unbinds every subject of kind gvk that records b, except,
+// unless everything is set (an uninstall), those of an excluded namespace
+// or labelled ExcludeLabel, which are left as they are. A kind the server
+// no longer serves has nothing to unbind; a version it no longer serves is
+// read through another.
+func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk schema.GroupVersionKind, everything bool) error {
 	gk := gvk.GroupKind()
 	if r.admissionOnly(gk) {
 		return nil // never bound by the reconciler, and immutable anyway
@@ -320,12 +321,14 @@ func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk sc
 		return fmt.Errorf("%s: %s: map kind to resource: %w", describe(b), gk, err)
 	}
 	s := &subject{gvk: mapping.GroupVersionKind, gvr: mapping.Resource, shape: r.Shapes.For(gk), ref: tracker.Reference{Namespace: b.GetNamespace()}}
-	if r.excluded(b.GetNamespace()) {
-		return nil
-	}
-	nsLabels, err := r.namespaceLabels(ctx, b.GetNamespace())
-	if err == nil && (nsLabels[ExcludeLabel] == "true" || (r.SelectorMode == InclusionMode && nsLabels[IncludeLabel] != "true")) {
-		return nil
+	if !everything {
+		if r.excluded(b.GetNamespace()) {
+			return nil
+		}
+		nsLabels, err := r.namespaceLabels(ctx, b.GetNamespace())
+		if err == nil && (nsLabels[ExcludeLabel] == "true" || (r.SelectorMode == InclusionMode && nsLabels[IncludeLabel] != "true")) {
+			return nil
+		}
 	}
 	inf, _, err := r.Factory.Get(ctx, s.gvr)
 	if err != nil {
@@ -338,7 +341,7 @@ func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk sc
 	var todo []work
 	for _, obj := range bound {
 		m, err := meta.Accessor(obj)
-		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
+		if err != nil || m.GetDeletionTimestamp() != nil || (!everything && m.GetLabels()[ExcludeLabel] == "true") {
 			continue
 		}
 		todo = append(todo, work{name: m.GetName()})
@@ -364,7 +367,7 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 			return err
 		}
 		for _, gvk := range kinds {
-			if err := r.unbindAll(ctx, mctx, b, gvk); err != nil {
+			if err := r.unbindAll(ctx, mctx, b, gvk, false); err != nil {
 				r.warn(ctx, b, reasonUnbindFailed, err)
 				return err
 			}

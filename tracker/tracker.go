@@ -94,7 +94,7 @@ func New(callback func(Observer), lease time.Duration, opts ...Option) Interface
 		lease:      lease,
 		now:        time.Now,
 		exact:      map[exactKey]map[Observer]time.Time{},
-		selectors:  map[scopeKey]*selectorSet{},
+		selectors:  map[scopeKey]*SelectorIndex[Observer, time.Time]{},
 		byObserver: map[Observer]map[registration]struct{}{},
 	}
 	for _, opt := range opts {
@@ -139,7 +139,7 @@ type tracker struct {
 	// of different kinds can look up in parallel.
 	mu         sync.RWMutex
 	exact      map[exactKey]map[Observer]time.Time // observer -> lease expiry
-	selectors  map[scopeKey]*selectorSet
+	selectors  map[scopeKey]*SelectorIndex[Observer, time.Time]
 	byObserver map[Observer]map[registration]struct{}
 }
 
@@ -179,10 +179,10 @@ func (t *tracker) TrackReference(ref Reference, observer Observer) error {
 	if reg.bySelector {
 		set := t.selectors[reg.scope]
 		if set == nil {
-			set = newSelectorSet()
+			set = NewSelectorIndex[Observer, time.Time]()
 			t.selectors[reg.scope] = set
 		}
-		set.entry(reg.target, sel).observers[observer] = expiry
+		set.Set(sel, observer, expiry)
 	} else {
 		key := exactKey{scopeKey: reg.scope, name: reg.target}
 		observers := t.exact[key]
@@ -268,12 +268,12 @@ func (t *tracker) lookup(o object) []Observer {
 	}
 	if set := t.selectors[scope]; set != nil {
 		objLabels := labels.Set(o.labels)
-		set.candidates(o.labels, func(e *selectorEntry) {
-			matches := e.selector.Matches(objLabels)
-			for observer, expiry := range e.observers {
+		set.Candidates(o.labels, func(sel labels.Selector, key string, observers map[Observer]time.Time) {
+			matches := sel.Matches(objLabels)
+			for observer, expiry := range observers {
 				switch {
 				case !now.Before(expiry):
-					stale = append(stale, expired{registration{scope: scope, target: e.key, bySelector: true}, observer})
+					stale = append(stale, expired{registration{scope: scope, target: key, bySelector: true}, observer})
 				case matches:
 					found = append(found, observer)
 				}
@@ -330,12 +330,7 @@ func (t *tracker) expiryLocked(reg registration, observer Observer) (time.Time, 
 	if set == nil {
 		return time.Time{}, false
 	}
-	e := set.entries[reg.target]
-	if e == nil {
-		return time.Time{}, false
-	}
-	expiry, ok := e.observers[observer]
-	return expiry, ok
+	return set.Get(reg.target, observer)
 }
 
 // removeLocked drops observer's registration reg and every container it
@@ -343,13 +338,8 @@ func (t *tracker) expiryLocked(reg registration, observer Observer) (time.Time, 
 func (t *tracker) removeLocked(reg registration, observer Observer) {
 	if reg.bySelector {
 		if set := t.selectors[reg.scope]; set != nil {
-			if e := set.entries[reg.target]; e != nil {
-				delete(e.observers, observer)
-				if len(e.observers) == 0 {
-					set.remove(reg.target)
-				}
-			}
-			if len(set.entries) == 0 {
+			set.Delete(reg.target, observer)
+			if set.Len() == 0 {
 				delete(t.selectors, reg.scope)
 			}
 		}

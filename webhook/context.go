@@ -24,3 +24,10 @@ func GetOptions(ctx context.Context) Options {
 	opts, _ = opts.withDefaults()
 	return opts
 }
+
+// OptionsFrom returns the Options stored by WithOptions as they were
+// stored, without defaults, and whether ctx carries any.
+func OptionsFrom(ctx context.Context) (Options, bool) {
+	opts, ok := ctx.Value(optionsKey{}).(Options)
+	return opts, ok
+}

@@ -157,10 +157,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TLSMinVersion == 0 {
 		o.TLSMinVersion = d.TLSMinVersion
 	}
+	// A negative grace period stays negative (no wait) rather than turning
+	// into 0, which a second pass (GetOptions, then New) would read as
+	// "default".
 	if o.GracePeriod == 0 {
 		o.GracePeriod = d.GracePeriod
-	} else if o.GracePeriod < 0 {
-		o.GracePeriod = 0
 	}
 	if o.MaxRequestBodyBytes == 0 {
 		o.MaxRequestBodyBytes = d.MaxRequestBodyBytes

@@ -18,8 +18,8 @@ import (
 // NewReconcilerImpl completes r with what every Binding kind wires the same
 // way and returns the Impl, named name, that runs it:
 //
-//   - DynamicClient, Mapper and Recorder from ctx (package injection) when
-//     they are unset;
+//   - DynamicClient, MetadataClient (when ctx carries one), Mapper and
+//     Recorder from ctx (package injection) when they are unset;
 //   - Tracker, which enqueues a Binding when a subject it names changes;
 //   - Factory, the process's shared subject cache (the slim metadata
 //     informers of injection.DuckInformerFactory), with a handler that
@@ -36,6 +36,9 @@ func NewReconcilerImpl(ctx context.Context, name string, r *psbinding.BaseReconc
 	logger := logging.FromContext(ctx)
 	if r.DynamicClient == nil {
 		r.DynamicClient = injection.DynamicClient(ctx)
+	}
+	if r.MetadataClient == nil {
+		r.MetadataClient, _ = injection.TryMetadataClient(ctx)
 	}
 	if r.Mapper == nil {
 		r.Mapper = injection.RESTMapper(ctx)

@@ -19,7 +19,9 @@
 // --webhook-max-containers, --webhook-max-volumes, --webhook-max-env,
 // --webhook-max-volume-mounts, --webhook-max-patch-bytes), its optional
 // client authentication (--webhook-client-ca), --kube-api-qps,
-// --kube-api-burst and --resync-period; each is a field of Flags), stops
+// --kube-api-burst, --resync-period, and --uninstall, which removes what
+// bindkit did instead of running the controllers; each is a field of
+// Flags), stops
 // on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped
 // like knative's, takes its settings from the context (WithFlags,

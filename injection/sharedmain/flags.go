@@ -97,6 +97,14 @@ type Flags struct {
 	// (--webhook-kube-namespaces); by default it never is, so a webhook
 	// outage cannot block the cluster's own namespaces.
 	WebhookKubeNamespaces bool
+	// Uninstall runs the process once, in place of its controllers, to
+	// remove what bindkit did (--uninstall): every admission controller
+	// stops the webhook from being called, then every Binding's subjects
+	// are unbound and its finalizer removed (see Uninstaller), and the
+	// process exits, 0 when all of it succeeded. Run it with the
+	// controller's Deployment deleted, before deleting the rest of the
+	// installation, so no namespace or CRD is left waiting on a finalizer.
+	Uninstall bool
 	// WebhookBounds bound what the webhook's callers may send, and may
 	// require a client certificate (--webhook-read-timeout,
 	// --webhook-max-*, --webhook-client-ca).
@@ -215,6 +223,8 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	fs.DurationVar(&f.WebhookCertRotateBefore, "webhook-cert-rotate-before", f.WebhookCertRotateBefore, "how long before the serving certificate expires it is renewed; a failed renewal is retried until then")
 	fs.BoolVar(&f.WebhookKubeNamespaces, "webhook-kube-namespaces", false, "let the webhook be called in kube-system, kube-public and kube-node-lease when Bindings there need it")
 	f.WebhookBounds.register(fs)
+	fs.BoolVar(&f.Uninstall, "uninstall", false, "remove what bindkit did and exit: stop the webhook from being called, unbind every subject, "+
+		"release every Binding's finalizer; run it after deleting the controller's Deployment, before deleting the rest of the installation")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
 	}

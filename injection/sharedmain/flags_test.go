@@ -189,7 +189,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"webhook-read-timeout": "5s", "webhook-max-connections": "10", "webhook-max-in-flight": "3",
 		"webhook-max-in-flight-memory": "64Mi", "webhook-max-request-body-bytes": "1M", "webhook-max-object-depth": "20",
 		"webhook-max-containers": "4", "webhook-max-volumes": "5", "webhook-max-env": "6", "webhook-max-volume-mounts": "7",
-		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt",
+		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt", "uninstall": "true",
 	}
 	var args, names []string
 	for _, line := range strings.Split(usage.String(), "\n") {

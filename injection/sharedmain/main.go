@@ -188,6 +188,9 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 		return err
 	}
 	p.impls = impls
+	if p.flags.Uninstall {
+		return p.uninstall(ctx, base, cmw, informers, impls)
+	}
 	admission := admissionControllers(impls)
 	var server *webhook.Server
 	if len(admission) > 0 {
@@ -416,4 +419,44 @@ func identity() (string, error) {
 	var b [4]byte
 	rand.Read(b[:])
 	return host + "_" + hex.EncodeToString(b[:]), nil
+}
+
+// Uninstaller is implemented by a reconciler that can undo everything its
+// controller did (psbinding's BaseReconciler and AdmissionController do);
+// see Flags.Uninstall.
+type Uninstaller interface {
+	Uninstall(ctx context.Context) error
+}
+
+// uninstall runs in place of the controllers under --uninstall: with the
+// caches synced and no controller, webhook or leader election running, it
+// calls Uninstall on every reconciler that has it, the admission
+// controllers first so that nothing new is bound, and returns what failed.
+func (p *process) uninstall(ctx, base context.Context, cmw *configmap.InformedWatcher, informers *injection.InformerSet, impls []*controller.Impl) error {
+	if err := p.waitForCaches(ctx, base, cmw, informers); err != nil {
+		return err
+	}
+	var first, then []*controller.Impl
+	for _, impl := range impls {
+		if _, ok := impl.Reconciler().(Uninstaller); !ok {
+			continue
+		}
+		if _, ok := impl.Reconciler().(webhook.AdmissionController); ok {
+			first = append(first, impl)
+		} else {
+			then = append(then, impl)
+		}
+	}
+	var errs []error
+	for _, impl := range append(first, then...) {
+		p.logger.Info("uninstall", zap.String("controller", impl.Name()))
+		if err := impl.Reconciler().(Uninstaller).Uninstall(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("uninstall %s: %w", impl.Name(), err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.logger.Info("uninstalled: no subject is bound and no Binding holds a finalizer; delete the installation now", zap.Int("controllers", len(first)+len(then)))
+	return nil
 }

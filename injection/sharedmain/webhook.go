@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"time"
 
 	"go.uber.org/zap"
@@ -63,15 +64,38 @@ func (l *leaderCertificates) Reconcile(ctx context.Context, key string) error {
 // Secret, its keys, the Service, where the webhook may be called, and the
 // bounds on what it reads (WebhookBounds). It
 // must be stored before the controller constructors run.
+//
+// Options a caller stored in ctx with webhook.WithOptions, as a knative
+// main does (webhook.Options{ServiceName, SecretName, Port}), are the
+// starting point: what no flag sets (ServiceName, SecretName, Keys,
+// TLSMinVersion, EnableHTTP2) is kept, and what a flag sets comes from the
+// flag, with a warning when that overrides a different value the caller
+// gave.
 func withWebhookOptions(ctx context.Context, f Flags, logger *zap.Logger) context.Context {
-	opts := webhook.Options{
-		Address:              f.WebhookAddress,
-		Port:                 f.WebhookPort,
-		GracePeriod:          f.WebhookGracePeriod,
-		CallInKubeNamespaces: f.WebhookKubeNamespaces,
-		Logger:               logger.Named("webhook"),
-	}
+	given, _ := webhook.OptionsFrom(ctx)
+	opts := given
+	opts.Address = f.WebhookAddress
+	opts.Port = f.WebhookPort
+	opts.GracePeriod = f.WebhookGracePeriod
+	opts.CallInKubeNamespaces = f.WebhookKubeNamespaces
+	opts.Logger = logger.Named("webhook")
 	f.WebhookBounds.apply(&opts)
+	for _, o := range []struct {
+		flag         string
+		given, value any
+	}{
+		{"--webhook-address", given.Address, opts.Address},
+		{"--webhook-port", given.Port, opts.Port},
+		{"--webhook-grace-period", given.GracePeriod, opts.GracePeriod},
+		{"--webhook-read-timeout", given.ReadTimeout, opts.ReadTimeout},
+		{"--webhook-max-request-body-bytes", given.MaxRequestBodyBytes, opts.MaxRequestBodyBytes},
+		{"--webhook-client-ca", given.ClientCAFile, opts.ClientCAFile},
+	} {
+		if !reflect.ValueOf(o.given).IsZero() && o.given != o.value {
+			logger.Warn("webhook setting from the context overridden by its flag; set it with the flag",
+				zap.String("flag", o.flag), zap.Any("context", o.given), zap.Any("flag value", o.value))
+		}
+	}
 	return webhook.WithOptions(ctx, opts)
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,11 +23,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/certificates"
+	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/internal/demo"
 	"github.com/bindkit/bindkit/internal/testenv"
@@ -183,6 +187,26 @@ func forward(conn net.Conn, ports []int) {
 		<-done
 		return
 	}
+}
+
+// RunOnce runs the controller binary with args (after the harness's own
+// flags) until it exits, at most timeout, and returns its log and how it
+// exited: for a mode that does its work and ends, such as --uninstall.
+func (h *Harness) RunOnce(timeout time.Duration, args ...string) (string, error) {
+	h.T.Helper()
+	proc, err := demo.StartController(h.Env, h.binary, h.Port, args...)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if exited, err := proc.Exited(); exited {
+			return proc.Log(), err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	proc.Kill()
+	return proc.Log(), fmt.Errorf("still running after %v; killed", timeout)
 }
 
 // Process is the controller process StartProcess started, nil once
@@ -501,4 +525,102 @@ func (h *Harness) PublishedBundle() ([]*x509.Certificate, error) {
 		return nil, nil
 	}
 	return certificates.ParseCertificates(cfg.Webhooks[0].ClientConfig.CABundle)
+}
+
+// Ready returns the Ready condition of GithubBinding ns/name, and whether
+// it describes the Binding's current generation.
+func (h *Harness) Ready(ns, name string) (metav1.Condition, bool, error) {
+	u, err := h.Dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return metav1.Condition{}, false, err
+	}
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] == duck.ConditionReady {
+			return metav1.Condition{Type: duck.ConditionReady, Status: metav1.ConditionStatus(fmt.Sprint(m["status"])),
+				Reason: fmt.Sprint(m["reason"]), Message: fmt.Sprint(m["message"])}, observed == u.GetGeneration(), nil
+		}
+	}
+	return metav1.Condition{}, false, nil
+}
+
+// WaitReady waits until GithubBinding ns/name reports Ready status and
+// reason for its current generation, and returns the condition and how
+// long that took; it fails the test after timeout.
+func (h *Harness) WaitReady(ns, name string, status metav1.ConditionStatus, reason string, timeout time.Duration) (metav1.Condition, time.Duration) {
+	h.T.Helper()
+	var got metav1.Condition
+	took := h.Eventually(fmt.Sprintf("GithubBinding %s/%s %s/%s", ns, name, status, reason), timeout, func() (string, error) {
+		c, current, err := h.Ready(ns, name)
+		got = c
+		if err != nil || !current || c.Status != status || c.Reason != reason {
+			return fmt.Sprintf("Ready %s/%s (current generation: %v)", c.Status, c.Reason, current), err
+		}
+		return "", nil
+	})
+	return got, took
+}
+
+// DenyUpdates denies updates of Deployments labelled app=guarded, with a
+// ValidatingAdmissionPolicy, until remove is called or the test ends: a
+// cause of failure outside the controller's reach. It returns once the
+// policy is in force.
+func (h *Harness) DenyUpdates() (remove func()) {
+	t := h.T
+	t.Helper()
+	ctx := context.Background()
+	name := "deny-guarded-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "!has(object.metadata.labels) || !('app' in object.metadata.labels) || object.metadata.labels['app'] != 'guarded'", Message: "guarded for the test"}},
+		},
+	}
+	vap := h.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	if _, err := vap.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+	}
+	bindings := h.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	removed := false
+	remove = func() {
+		if removed {
+			return
+		}
+		removed = true
+		bindings.Delete(context.Background(), name, metav1.DeleteOptions{})
+		vap.Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(remove)
+	// The policy is in force once an update of a guarded object is denied.
+	probe := Deployment(h.Namespace("guard-probe-"), "probe", "guarded")
+	if _, err := h.Kube.AppsV1().Deployments(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually("policy in force", 30*time.Second, func() (string, error) {
+		_, err := h.Kube.AppsV1().Deployments(probe.Namespace).Patch(ctx, "probe", types.MergePatchType, []byte(`{"metadata":{"annotations":{"probe":"x"}}}`), metav1.PatchOptions{})
+		if err == nil {
+			return "update allowed", nil
+		}
+		return "", nil
+	})
+	return remove
 }

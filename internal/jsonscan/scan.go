@@ -360,7 +360,7 @@ func (sc *scanner) field(f *Field) (int64, error) {
 	start := sc.pos
 	c := sc.peek()
 	if f.Object && c != '{' && c != 'n' && c != 0 {
-		return 0, fmt.Errorf("%s is %s, not an object", f.Where, KindOf(c))
+		return 0, &NotObjectError{Where: f.Where, Kind: KindOf(c)}
 	}
 	cost, err := sc.value(f.Type)
 	if err != nil {
@@ -562,3 +562,14 @@ func (sc *scanner) numberError() error {
 	}
 	return sc.syntax("invalid character %q in number", sc.data[sc.pos])
 }
+
+// NotObjectError reports a field that a Field says is an object (Object)
+// but that holds another kind of JSON value.
+type NotObjectError struct {
+	// Where is the field's path, as Field.Where gives it.
+	Where string
+	// Kind is what it holds instead, as KindOf names it ("a string").
+	Kind string
+}
+
+func (e *NotObjectError) Error() string { return e.Where + " is " + e.Kind + ", not an object" }

@@ -1,4 +1,4 @@
-package faults_test
+package admission_test
 
 import (
 	"context"

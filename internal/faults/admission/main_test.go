@@ -1,0 +1,14 @@
+package admission_test
+
+import (
+	"testing"
+
+	"github.com/bindkit/bindkit/internal/faults"
+	"github.com/bindkit/bindkit/internal/testenv"
+)
+
+const repoRoot = "../../.."
+
+var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{repoRoot + "/" + faults.CRDPath}}}
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }

@@ -1,0 +1,17 @@
+package lifecycle_test
+
+import (
+	"testing"
+
+	"github.com/bindkit/bindkit/internal/faults"
+	"github.com/bindkit/bindkit/internal/testenv"
+)
+
+const repoRoot = "../.."
+
+var controlPlane = testenv.Shared{Options: testenv.Options{
+	CRDPaths:          []string{repoRoot + "/" + faults.CRDPath, repoRoot + "/examples/configbinding/config/300-configbinding.yaml"},
+	ControllerManager: true,
+}}
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }
