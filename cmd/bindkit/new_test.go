@@ -22,9 +22,6 @@ import (
 // own tests; without it the generated test skips and so does this one,
 // except under CI=true, where the generated test fails.
 func TestNewScaffoldsAPassingModule(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: bindkit new builds and tests a module")
-	}
 	checkout, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
