@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // TestNewScaffoldsAPassingModule is the Binding author's path, whole:
@@ -175,5 +177,45 @@ func TestNewRefusesAnExistingDirectory(t *testing.T) {
 	err := run(t.Context(), []string{"new", "-module", "example.com/envbinding", "-kind", "EnvBinding", "-dir", dir}, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("bindkit new into an existing directory: %v, want an error", err)
+	}
+}
+
+// TestScaffoldRBACIsConfigs: the roles `bindkit new` writes grant what the
+// repository's config/ grants githubbinding, rule for rule, which
+// config's tests prove is enough (the controller runs under it against a
+// real kube-apiserver) and no more than the allowlist.
+func TestScaffoldRBACIsConfigs(t *testing.T) {
+	data, err := newScaffoldData("github.com/bindkit/bindkit/examples/githubbinding", "GithubBinding", "bindings.bindkit.dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data.WebhookConfiguration = "githubbindings.webhook.bindkit.dev"
+	dir := t.TempDir()
+	if err := writeScaffold(dir, data); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"201-clusterrole.yaml", "203-role.yaml"} {
+		var want, got struct {
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		decodeYAML(t, filepath.Join("..", "..", "config", f), &want)
+		decodeYAML(t, filepath.Join(dir, "config", f), &got)
+		if len(want.Rules) == 0 {
+			t.Fatalf("config/%s has no rules", f)
+		}
+		if diff := cmp.Diff(want.Rules, got.Rules); diff != "" {
+			t.Errorf("the scaffold's config/%s differs from the repository's (-repository +scaffold):\n%s", f, diff)
+		}
+	}
+}
+
+func decodeYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(into); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
