@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/internal/fixtures"
+	"github.com/bindkit/bindkit/metrics"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -53,6 +55,9 @@ var roundTripBindings = bindingSet{n: 10, match: matchSelector}
 // Binding and gets a patch; the non-matching one is a Deployment in the same
 // namespace that no Binding selects. ns/op is wall time divided by requests,
 // i.e. the inverse of throughput; req/s, p50-ns and p99-ns are reported too.
+// bindkit's server counts and times every admission in a Prometheus
+// registry, as injection/sharedmain runs it by default
+// (BINDKIT_BENCH_METRICS=off leaves the metrics out).
 func BenchmarkRoundTrip(b *testing.B) {
 	certs := newPKI(b)
 	requests := []struct {
@@ -246,7 +251,17 @@ func startBindkit(b *testing.B, p *pki) (string, func()) {
 		keys.CACert: p.ca.CertPEM, keys.ServerCert: p.serving.CertPEM, keys.ServerKey: p.serving.KeyPEM,
 	}))
 	ac := bindkitAdmission(b, roundTripBindings, secrets)
-	srv, err := webhook.New(webhook.Options{SecretName: secretName, GracePeriod: -1}, secrets.Secrets(systemNamespace), ac)
+	opts := webhook.Options{SecretName: secretName, GracePeriod: -1}
+	if os.Getenv("BINDKIT_BENCH_METRICS") != "off" {
+		// Metrics on, as injection/sharedmain runs the server by default:
+		// every admission counted and timed in a Prometheus registry.
+		m, err := metrics.New(prometheus.NewRegistry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts.Observer = m.Admission()
+	}
+	srv, err := webhook.New(opts, secrets.Secrets(systemNamespace), ac)
 	if err != nil {
 		b.Fatal(err)
 	}

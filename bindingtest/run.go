@@ -55,7 +55,7 @@ type RunOptions struct {
 	// Flags are the process's command-line settings. Run sets what reaches
 	// the control plane (Kubeconfig, the webhook's address, port and IP
 	// SANs) and, when they are zero, shortens WebhookGracePeriod to a
-	// second; everything else is sharedmain's default, leader election
+	// second and serves metrics on a free port of 127.0.0.1; everything else is sharedmain's default, leader election
 	// included, as a binary started without flags runs.
 	Flags sharedmain.Flags
 	// StartTimeout bounds the wait for the webhook to serve. Default: 60
@@ -121,6 +121,11 @@ func Run(t testing.TB, env *envtest.Environment, opts RunOptions) *Process {
 	flags.WebhookAddress = "127.0.0.1"
 	flags.WebhookPort = port
 	flags.WebhookIPSANs = []net.IP{net.ParseIP("127.0.0.1")}
+	if flags.MetricsAddress == "" {
+		// A free port: sharedmain's default, :9090, would be taken by the
+		// first of the test processes that run side by side.
+		flags.MetricsAddress = "127.0.0.1:0"
+	}
 	if flags.WebhookGracePeriod == 0 {
 		// Only shutdown waits for it; the default (a Service's endpoints
 		// to update) would add its length to every test.

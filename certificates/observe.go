@@ -34,9 +34,14 @@ func (r *Reconciler) Observe(ctx context.Context, key string) error {
 
 func (r *Reconciler) observe(ctx context.Context) time.Duration {
 	secret, err := r.get(ctx)
-	if err != nil || secret == nil {
+	if err != nil {
 		return r.opts.RetryInterval
 	}
+	if secret == nil {
+		r.observeExpiry(nil)
+		return r.opts.RetryInterval
+	}
+	r.observeExpiry(secret.Data)
 	serving, err := ParseKeyPair(secret.Data[r.opts.Keys.ServerCert], secret.Data[r.opts.Keys.ServerKey])
 	if err != nil {
 		return r.opts.RetryInterval
@@ -58,4 +63,35 @@ func (r *Reconciler) observe(ctx context.Context) time.Duration {
 			zap.Time("expires", serving.Cert.NotAfter))
 	}
 	return r.opts.RetryInterval
+}
+
+// Observer is told what a Reconciler sees and writes, for metrics
+// (package metrics implements it for Prometheus). Its methods are called
+// from Reconcile and Observe; they must be quick.
+type Observer interface {
+	// CertificatesExpire reports, after each look at the Secret (by
+	// Reconcile or Observe, so on every replica), when its current CA (the
+	// bundle's first certificate) and its serving certificate expire; a
+	// zero time stands for one the Secret does not hold, or that does not
+	// parse.
+	CertificatesExpire(ca, serving time.Time)
+	// CertificateRotated reports a write that put a new CA (ca true) or a
+	// new serving certificate (ca false) into the Secret, the first ones
+	// included.
+	CertificateRotated(ca bool)
+}
+
+// observeExpiry tells the Observer when the certificates of data expire.
+func (r *Reconciler) observeExpiry(data map[string][]byte) {
+	if r.observer == nil {
+		return
+	}
+	var ca, serving time.Time
+	if bundle, _ := ParseCertificates(data[r.opts.Keys.CACert]); len(bundle) > 0 {
+		ca = bundle[0].NotAfter
+	}
+	if certs, _ := ParseCertificates(data[r.opts.Keys.ServerCert]); len(certs) > 0 {
+		serving = certs[0].NotAfter
+	}
+	r.observer.CertificatesExpire(ca, serving)
 }

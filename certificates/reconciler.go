@@ -35,6 +35,8 @@ type Reconciler struct {
 	publishers   []Publisher
 	now          func() time.Time
 	logger       *zap.Logger
+	observer     Observer // nil: none
+	fieldManager string
 
 	mu sync.Mutex
 	// trustedCA is the last CA every Publisher was seen to carry, and
@@ -86,6 +88,19 @@ func WithClock(now func() time.Time) ReconcilerOption {
 // logged; serial numbers and expiry times are.
 func WithLogger(l *zap.Logger) ReconcilerOption {
 	return func(r *Reconciler) { r.logger = l }
+}
+
+// WithObserver makes the Reconciler tell o the expiry of the
+// certificates it sees and every rotation it writes (see Observer).
+func WithObserver(o Observer) ReconcilerOption {
+	return func(r *Reconciler) { r.observer = o }
+}
+
+// WithFieldManager names the Reconciler in the managedFields of the
+// Secret it writes (default: none, which leaves the API server to name
+// the client by its user agent).
+func WithFieldManager(name string) ReconcilerOption {
+	return func(r *Reconciler) { r.fieldManager = name }
 }
 
 // NewReconciler returns a Reconciler for the Secret opts names. It starts no
@@ -172,22 +187,40 @@ func (r *Reconciler) reconcile(ctx context.Context) (time.Duration, error) {
 			Type:       corev1.SecretTypeOpaque,
 			Data:       plan.data,
 		}
-		if _, err := r.client.CoreV1().Secrets(r.opts.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		if _, err := r.client.CoreV1().Secrets(r.opts.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: r.fieldManager}); err != nil {
+			r.observeExpiry(nil)
 			return 0, fmt.Errorf("create: %w", err)
 		}
 		r.logger.Info("created certificate secret", plan.fields(r.key)...)
+		r.observeRotation(plan)
 	case plan.changed:
 		// The lister's object is shared with every other reader of the cache.
-		secret = secret.DeepCopy()
-		secret.Data = plan.data
-		if _, err := r.client.CoreV1().Secrets(r.opts.Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		written := secret.DeepCopy()
+		written.Data = plan.data
+		if _, err := r.client.CoreV1().Secrets(r.opts.Namespace).Update(ctx, written, metav1.UpdateOptions{FieldManager: r.fieldManager}); err != nil {
+			r.observeExpiry(secret.Data)
 			return 0, fmt.Errorf("update: %w", err)
 		}
 		r.logger.Info("updated certificate secret", plan.fields(r.key)...)
+		r.observeRotation(plan)
 	case plan.waiting != "" && r.firstWait(plan.waiting):
 		r.logger.Info("waiting before signing under the new CA", plan.fields(r.key)...)
 	}
+	r.observeExpiry(plan.data)
 	return plan.next.Sub(now), nil
+}
+
+// observeRotation tells the Observer what a write of p rotated.
+func (r *Reconciler) observeRotation(p plan) {
+	if r.observer == nil {
+		return
+	}
+	if p.newCA {
+		r.observer.CertificateRotated(true)
+	}
+	if p.newServing {
+		r.observer.CertificateRotated(false)
+	}
 }
 
 // firstWait reports whether reason differs from the last one logged.

@@ -126,7 +126,14 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 	}
 
 	w := &walk{t: t, ctx: ctx, env: env, kube: kube, dyn: dyn, ns: env.CreateNamespace(t, "walk-")}
+	// The metrics endpoint is on by default; its address is the one
+	// flag set here besides those of every run (demo.StartController).
+	beforeWalk := w.metricsOf(ctrl.MetricsAddress)
 	w.run()
+	w.refusedAtAdmission()
+	w.checkMetricsAfterWalk(ctrl.MetricsAddress, beforeWalk)
+	w.checkFieldManagers()
+	beforeRotation := w.metricsOf(ctrl.MetricsAddress)
 
 	// The CA is lost: the leader creates the Secret again.
 	if err := kube.CoreV1().Secrets(systemNamespace).Delete(ctx, "webhook-certs", metav1.DeleteOptions{}); err != nil {
@@ -139,6 +146,7 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 		}
 		return "", err
 	})
+	w.checkRotationMetrics(ctrl.MetricsAddress, beforeRotation)
 
 	if err := ctrl.Stop(); err != nil {
 		t.Errorf("controller: %v\n%s", err, ctrl.LogTail(30))

@@ -133,6 +133,9 @@ type Impl struct {
 	aware      LeaderAware // reconciler, when it is LeaderAware
 	logger     *zap.Logger
 	opts       options
+	// observer is taken from Run's context before the workers start; nil
+	// when it has none.
+	observer Observer
 
 	mu sync.Mutex
 	// Before Run: keys in the order first enqueued, and when each is due.
@@ -210,7 +213,7 @@ func (i *Impl) Run(ctx context.Context, workers int) error {
 	if workers < 1 {
 		return fmt.Errorf("controller %s: workers must be at least 1, got %d", i.name, workers)
 	}
-	q, err := i.startQueue()
+	q, err := i.startQueue(ObserverFrom(ctx))
 	if err != nil {
 		return err
 	}
@@ -244,15 +247,21 @@ func (i *Impl) Run(ctx context.Context, workers int) error {
 }
 
 // startQueue builds the queue (whose delaying loop is a goroutine, which is
-// why it waits for Run) and moves the keys enqueued so far into it.
-func (i *Impl) startQueue() (workqueue.TypedRateLimitingInterface[string], error) {
+// why it waits for Run) and moves the keys enqueued so far into it. The
+// queue reports to observer, when there is one.
+func (i *Impl) startQueue(observer Observer) (workqueue.TypedRateLimitingInterface[string], error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.queue != nil {
 		return nil, fmt.Errorf("controller %s: Run called more than once", i.name)
 	}
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(i.opts.rateLimiter,
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: i.name})
+	cfg := workqueue.TypedRateLimitingQueueConfig[string]{Name: i.name}
+	if observer != nil {
+		// Set per queue, never through client-go's global SetProvider.
+		cfg.MetricsProvider = observer
+	}
+	i.observer = observer
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(i.opts.rateLimiter, cfg)
 	now := time.Now()
 	for _, key := range i.pendingOrder {
 		if d := i.pending[key].Sub(now); d > 0 {
@@ -288,8 +297,12 @@ func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	run := i.begin(ctx, key)
 	start := time.Now()
 	err := i.reconcile(logging.WithLogger(run.ctx, logger), key)
-	took := zap.Duration("duration", time.Since(start))
+	elapsed := time.Since(start)
+	took := zap.Duration("duration", elapsed)
 	demoted := i.end(run)
+	if i.observer != nil {
+		i.observer.Reconciled(i.name, outcomeOf(err, demoted && i.aware != nil), elapsed)
+	}
 
 	if demoted && i.aware != nil {
 		// Its writes may be half done, and as a follower it would skip
@@ -322,6 +335,23 @@ func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	}
 	q.AddRateLimited(key)
 	logger.Warn("reconcile failed; will retry", took, zap.Int("retry", q.NumRequeues(key)), zap.Error(err))
+}
+
+// outcomeOf classifies a reconcile's error as process does; demoted is
+// whether a demotion cut the reconcile short.
+func outcomeOf(err error, demoted bool) Outcome {
+	switch {
+	case demoted:
+		return OutcomeDemoted
+	case err == nil:
+		return OutcomeSuccess
+	case IsPermanentError(err):
+		return OutcomePermanent
+	}
+	if _, ok := IsRequeueAfter(err); ok {
+		return OutcomeRequeue
+	}
+	return OutcomeError
 }
 
 // reconcile calls the Reconciler, turning a panic into an error: a

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/bindkit/bindkit/internal/processwide"
 )
 
 // InCI reports whether the process runs under CI (CI=true), where a missing
@@ -30,6 +32,10 @@ func (s *Shared) Main(m *testing.M) { Main(m, s) }
 // Main runs the package's tests, stops every control plane of planes that
 // a test started, and exits: for a package with more than one Shared.
 func Main(m *testing.M, planes ...*Shared) {
+	// Tests run injection/sharedmain.Run while their own clients work:
+	// client-go's process-wide logger and metric hooks are set before
+	// either starts, as a process's main sets them before its first client.
+	processwide.Install()
 	code := m.Run()
 	for _, s := range planes {
 		if err := s.stop(); err != nil {

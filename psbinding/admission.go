@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -81,6 +82,11 @@ type AdmissionConfig struct {
 	// record the reconciler reads to know what a Binding bound). Default:
 	// found through Mapper from the kind of the listed Bindings.
 	BindingResource schema.GroupResource
+	// FieldManager names the controller in the managedFields of the
+	// webhook configuration it writes. Default: the field manager of the
+	// reconcile's context (controller.WithFieldManager:
+	// injection/sharedmain's component name), else DefaultFieldManager.
+	FieldManager string
 }
 
 // AdmissionController binds subjects as they are created or updated. It is
@@ -96,6 +102,8 @@ type AdmissionController struct {
 	controller.LeaderAwareFuncs
 	admitter
 	cfg AdmissionConfig
+	// indexed counts the Bindings in the index Admit consults.
+	indexed atomic.Int64
 }
 
 var (
@@ -168,7 +176,9 @@ func (ac *AdmissionController) Reconcile(ctx context.Context, _ string) error {
 		return fmt.Errorf("admission controller %s: list bindings: %w", ac.cfg.ConfigurationName, err)
 	}
 	ac.learnResource(bindings)
-	for _, err := range ac.setIndex(bindings) {
+	left := ac.setIndex(bindings)
+	ac.indexed.Store(int64(len(bindings) - len(left)))
+	for _, err := range left {
 		// The Binding's own reconciler reports this on its status.
 		ac.cfg.Logger.Info("binding left out of the admission index", zap.Error(err))
 	}
@@ -176,6 +186,28 @@ func (ac *AdmissionController) Reconcile(ctx context.Context, _ string) error {
 		return nil
 	}
 	return ac.reconcileConfiguration(ctx, bindings)
+}
+
+// fieldManager is the field manager of the controller's writes:
+// AdmissionConfig.FieldManager, else the process's
+// (controller.WithFieldManager), else DefaultFieldManager.
+func (ac *AdmissionController) fieldManager(ctx context.Context) string {
+	return cmp.Or(ac.cfg.FieldManager, controller.FieldManager(ctx), DefaultFieldManager)
+}
+
+// IndexedBindings returns how many Bindings the index Admit consults
+// holds: those listed at the last reconcile, less those that could not be
+// indexed. Every replica keeps the index, so every replica reports it.
+func (ac *AdmissionController) IndexedBindings() int { return int(ac.indexed.Load()) }
+
+// BindingResource returns the Bindings' resource (AdmissionConfig's, or
+// the one learned from the first Binding listed), or the empty
+// GroupResource while it is unknown.
+func (ac *AdmissionController) BindingResource() schema.GroupResource {
+	if gr := ac.resource.Load(); gr != nil {
+		return *gr
+	}
+	return schema.GroupResource{}
 }
 
 // learnResource finds the Bindings' resource from the kind of the first
@@ -270,7 +302,7 @@ func (ac *AdmissionController) reconcileConfiguration(ctx context.Context, bindi
 	if equality.Semantic.DeepEqual(current, desired) {
 		return nil
 	}
-	if _, err := ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, desired, metav1.UpdateOptions{}); err != nil {
+	if _, err := ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, desired, metav1.UpdateOptions{FieldManager: ac.fieldManager(ctx)}); err != nil {
 		return fmt.Errorf("admission controller: update MutatingWebhookConfiguration %s: %w", ac.cfg.ConfigurationName, err)
 	}
 	ac.cfg.Logger.Info("webhook configuration programmed", zap.String("configuration", ac.cfg.ConfigurationName),

@@ -91,7 +91,8 @@ func decodeObjectMeta(ctx context.Context, raw []byte, maxDepth int) (meta objec
 // with the JSON patch that results: Do for live Bindings, Undo for Bindings
 // being deleted, in the index's deterministic order. Requests it does not
 // handle (other operations, subresources, kinds or namespaces no Binding
-// names) are allowed untouched without decoding the object.
+// names, or no Binding selects) are allowed untouched
+// (webhook.Untouched) without decoding the object, at most its metadata.
 //
 // A matched object is scanned before it is decoded: beyond one of the
 // webhook's ObjectLimits it is refused with a 413 naming the limit, and its
@@ -100,10 +101,10 @@ func decodeObjectMeta(ctx context.Context, raw []byte, maxDepth int) (meta objec
 // is allowed unchanged, with a warning.
 func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
-		return webhook.Allowed()
+		return webhook.Untouched(ctx)
 	}
 	if a.excludedNamespace != "" && req.Namespace == a.excludedNamespace {
-		return webhook.Allowed()
+		return webhook.Untouched(ctx)
 	}
 	ix := a.index.Load()
 	if ix == nil {
@@ -111,7 +112,7 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	if !ix.inScope(gk.Group, gk.Kind, req.Namespace) {
-		return webhook.Allowed()
+		return webhook.Untouched(ctx)
 	}
 	limits := webhook.ObjectLimitsFrom(ctx)
 	meta, err := decodeObjectMeta(ctx, req.Object.Raw, limits.MaxDepth)
@@ -121,7 +122,7 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if meta.Labels[ExcludeLabel] == "true" {
 		// The configuration's object selector keeps such objects away; this
 		// holds while an edited configuration is being restored.
-		return webhook.Allowed()
+		return webhook.Untouched(ctx)
 	}
 	name := req.Name
 	if name == "" {
@@ -129,7 +130,7 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 	bindings := ix.lookup(gk.Group, gk.Kind, req.Namespace, name, meta.Labels)
 	if len(bindings) == 0 {
-		return webhook.Allowed()
+		return webhook.Untouched(ctx)
 	}
 
 	shape := a.shapes.For(gk)

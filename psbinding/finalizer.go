@@ -171,7 +171,7 @@ func (r *BaseReconciler) patchBinding(ctx context.Context, b Bindable, ops []jso
 	if err != nil {
 		return fmt.Errorf("%s: %w", describe(b), err)
 	}
-	got, err := r.DynamicClient.Resource(r.GVR).Namespace(b.GetNamespace()).Patch(ctx, b.GetName(), types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager()})
+	got, err := r.DynamicClient.Resource(r.GVR).Namespace(b.GetNamespace()).Patch(ctx, b.GetName(), types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)})
 	switch {
 	case err == nil:
 		copyMeta(got, b)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,22 +35,26 @@ const (
 // patchSubjects applies the work to each subject, at most PatchConcurrency
 // at a time, and joins the errors. A subject that has no pod template, or
 // cannot be read as one, is an *unavailableError: its reason goes in the
-// Ready condition.
+// Ready condition. bound counts the bind work that succeeded.
 //
 // When a selector's reconcile has many subjects to bind, it reads them with
 // paged LISTs of the selector rather than one GET each (see patchListed);
 // what the pages do not hold is read one by one.
-func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s *subject, todo []work) error {
+func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s *subject, todo []work) (bound int, _ error) {
 	if len(todo) == 0 {
-		return nil
+		return 0, nil
 	}
 	p := &patchRun{sem: make(chan struct{}, cmp.Or(r.PatchConcurrency, DefaultPatchConcurrency))}
 	patch := func(w work, first *unstructured.Unstructured) {
 		p.sem <- struct{}{}
 		p.wg.Go(func() {
 			defer func() { <-p.sem }()
-			if err := r.patchSubject(ctx, mctx, b, s, w, first); err != nil {
+			err := r.patchSubject(ctx, mctx, b, s, w, first)
+			switch {
+			case err != nil:
 				p.fail(err)
+			case w.bind:
+				p.bound.Add(1)
 			}
 		})
 	}
@@ -67,7 +72,7 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 	if err := ctx.Err(); err != nil {
 		p.fail(fmt.Errorf("%s: stopped before every subject was patched: %w", describe(b), err))
 	}
-	return classify(b, p.errs)
+	return int(p.bound.Load()), classify(b, p.errs)
 }
 
 // patchRun is one patchSubjects call's subjects in flight and their errors.
@@ -76,6 +81,8 @@ type patchRun struct {
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	errs []error
+	// bound counts the bind work that succeeded.
+	bound atomic.Int64
 }
 
 func (p *patchRun) fail(err error) {
@@ -86,11 +93,11 @@ func (p *patchRun) fail(err error) {
 
 // A reconcile that binds at least listThreshold subjects of a selector
 // reads them listPageSize at a time with LISTs of the selector: a thousand
-// GETs, each a quorum read of etcd and a response to decode, become four
+// GETs, each a quorum read of etcd and a response to decode, become ten
 // LISTs.
 const (
 	listThreshold = 32
-	listPageSize  = 250
+	listPageSize  = 100
 )
 
 // binds counts the work that binds.
@@ -203,6 +210,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
 	name := fmt.Sprintf("%s: subject %s %s/%s", describe(b), s.gvr.GroupResource(), s.ref.Namespace, w.name)
 	by := r.boundBy(b)
+	observer := r.observerIn(ctx)
 	wait := firstPatchWait
 	var lastRejected string // resourceVersion of the last object whose patch was refused
 	for attempt := 1; ; attempt++ {
@@ -252,11 +260,16 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		err = r.sendPatch(ctx, s, w.name, body)
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
+		case err == nil:
+			observer.SubjectPatched(r.GVR.GroupResource(), w.bind)
+			return nil
+		case apierrors.IsNotFound(err):
 			return nil
 		case !apierrors.IsConflict(err) && !apierrors.IsInvalid(err):
 			return fmt.Errorf("%s: patch: %w", name, err)
-		case attempt == maxPatchAttempts:
+		}
+		observer.SubjectConflict(r.GVR.GroupResource())
+		if attempt == maxPatchAttempts {
 			return &conflictError{what: fmt.Sprintf("%s: still changing after %d attempts", name, attempt), err: err}
 		}
 		// A failed test comes back as 422 Invalid. If the subject did not
@@ -274,7 +287,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 // sendPatch sends a subject's JSON patch, through MetadataClient when set:
 // the response, which nothing reads, is then the subject's metadata only.
 func (r *BaseReconciler) sendPatch(ctx context.Context, s *subject, name string, body []byte) error {
-	opts := metav1.PatchOptions{FieldManager: r.fieldManager()}
+	opts := metav1.PatchOptions{FieldManager: r.fieldManager(ctx)}
 	if r.MetadataClient != nil {
 		_, err := r.MetadataClient.Resource(s.gvr).Namespace(s.ref.Namespace).Patch(ctx, name, types.JSONPatchType, body, opts)
 		return err

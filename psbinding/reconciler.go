@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
@@ -212,8 +213,16 @@ type BaseReconciler struct {
 	// DefaultPatchConcurrency.
 	PatchConcurrency int
 	// FieldManager names the reconciler in the managedFields of what it
-	// writes; empty means DefaultFieldManager.
+	// writes (subject patches, the finalizer and annotation, status).
+	// Empty means the field manager of the reconcile's context
+	// (controller.WithFieldManager: injection/sharedmain's component
+	// name), else DefaultFieldManager.
 	FieldManager string
+	// Observer, if set, is told of subject patches, conflicts and the
+	// subjects bound, for metrics. Nil means the controller.Observer of
+	// the reconcile's context when it is also an Observer (as
+	// injection/sharedmain's metrics are), else none.
+	Observer Observer
 
 	checkOnce sync.Once
 	checkErr  error
@@ -253,7 +262,9 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	}
 	b, err := r.Get(namespace, name)
 	if apierrors.IsNotFound(err) {
-		return nil // deleted after it was queued: its finalizer saw to its subjects
+		// Deleted after it was queued: its finalizer saw to its subjects.
+		r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: namespace, Name: name}, 0)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("binding %s: get: %w", key, err)
@@ -300,8 +311,11 @@ func (r *BaseReconciler) excluded(ns string) bool {
 	return slices.Contains(r.ExcludedNamespaces, ns)
 }
 
-// fieldManager is the field manager of every write.
-func (r *BaseReconciler) fieldManager() string { return cmp.Or(r.FieldManager, DefaultFieldManager) }
+// fieldManager is the field manager of every write: FieldManager, else the
+// process's (controller.WithFieldManager), else DefaultFieldManager.
+func (r *BaseReconciler) fieldManager(ctx context.Context) string {
+	return cmp.Or(r.FieldManager, controller.FieldManager(ctx), DefaultFieldManager)
+}
 
 // boundBy is how b appears in its subjects' duck.BoundAnnotation.
 func (r *BaseReconciler) boundBy(b Bindable) duck.BoundBy {

@@ -34,7 +34,7 @@ func (r *BaseReconciler) updateStatus(ctx context.Context, orig, b Bindable) err
 	obj := &unstructured.Unstructured{Object: content}
 	client := r.DynamicClient.Resource(r.GVR).Namespace(b.GetNamespace())
 	for attempt := 1; ; attempt++ {
-		_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: r.fieldManager()})
+		_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: r.fieldManager(ctx)})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil

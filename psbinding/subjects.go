@@ -227,6 +227,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	by := r.boundBy(b)
 	selected := map[string]bool{}
 	var todo []work
+	inForce := 0 // selected subjects that record b at its generation already
 	consider := func(obj any, isSelected bool) {
 		m, err := meta.Accessor(obj)
 		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
@@ -236,7 +237,9 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 		switch {
 		case isSelected && (!recorded || gen != b.GetGeneration()):
 			todo = append(todo, work{name: m.GetName(), bind: true})
-		case !isSelected && recorded:
+		case isSelected:
+			inForce++
+		case recorded:
 			todo = append(todo, work{name: m.GetName(), bind: false})
 		}
 	}
@@ -278,7 +281,9 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 		}
 	}
 	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
-	return r.patchSubjects(ctx, mctx, b, s, todo)
+	patched, err := r.patchSubjects(ctx, mctx, b, s, todo)
+	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, inForce+patched)
+	return err
 }
 
 // unbindOtherKinds unbinds, of every kind b records it bound except the
@@ -347,7 +352,8 @@ func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk sc
 		todo = append(todo, work{name: m.GetName()})
 	}
 	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
-	return r.patchSubjects(ctx, mctx, b, s, todo)
+	_, err = r.patchSubjects(ctx, mctx, b, s, todo)
+	return err
 }
 
 // reconcileDeletion unbinds every subject b bound, runs the
@@ -384,5 +390,6 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 		r.warn(ctx, b, reasonFinalizerUpdateFailed, err)
 		return err
 	}
+	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, 0)
 	return nil
 }

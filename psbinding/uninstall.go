@@ -46,7 +46,7 @@ func (ac *AdmissionController) Uninstall(ctx context.Context) error {
 		return nil
 	}
 	current.Webhooks[i].Rules = nil
-	if _, err := client.Update(ctx, current, metav1.UpdateOptions{}); err != nil {
+	if _, err := client.Update(ctx, current, metav1.UpdateOptions{FieldManager: ac.fieldManager(ctx)}); err != nil {
 		return fmt.Errorf("admission controller: MutatingWebhookConfiguration %s: empty the rules: %w", ac.cfg.ConfigurationName, err)
 	}
 	ac.cfg.Logger.Info("uninstall: webhook no longer called")

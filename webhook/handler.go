@@ -38,9 +38,10 @@ const syncPollInterval = 20 * time.Millisecond
 
 // route is one registered controller.
 type route struct {
-	ctrl   AdmissionController
-	syncer Syncer // nil when the controller has no informers
-	synced atomic.Bool
+	ctrl     AdmissionController
+	syncer   Syncer // nil when the controller has no informers
+	synced   atomic.Bool
+	observer func(Admission) // nil without an Options.Observer
 }
 
 // hasSynced reports whether the controller is ready, remembering success so
@@ -132,6 +133,7 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	review, rerr := s.decode(w, r, st, timeout)
 	if rerr != nil {
 		s.logger.Debug("rejected admission request", zap.String("path", r.URL.Path), zap.Int("code", rerr.code), zap.String("reason", rerr.msg))
+		rt.observe(start, nil, outcomeOfCode(rerr.code, OutcomeInvalid), false, 0)
 		switch rerr.code {
 		case http.StatusMethodNotAllowed:
 			w.Header().Set("Allow", http.MethodPost)
@@ -142,12 +144,14 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 		return
 	}
 	req := review.Request
+	dryRun := req.DryRun != nil && *req.DryRun
 	// Counted once the body is in: requests still arriving hold a
 	// connection and their share of the memory budget, not a decision's
 	// place.
 	if n := s.inFlight.Add(1); n > int64(s.opts.MaxAdmissionsInFlight) {
 		s.inFlight.Add(-1)
 		s.overloaded(w, r, fmt.Sprintf("webhook overloaded: %d admissions in flight, its limit (--webhook-max-in-flight); retry", s.opts.MaxAdmissionsInFlight))
+		rt.observe(start, req, OutcomeOverloaded, dryRun, 0)
 		return
 	}
 	defer s.inFlight.Add(-1)
@@ -156,22 +160,26 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 		msg := fmt.Sprintf("admission controller %s: informers have not synced", rt.ctrl.Path())
 		s.logger.Warn("admission before sync", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)))
 		http.Error(w, msg, http.StatusServiceUnavailable)
+		rt.observe(start, req, OutcomeErrored, dryRun, 0)
 		return
 	}
-	ctx = WithDryRun(withRequestState(ctx, st), req.DryRun != nil && *req.DryRun)
+	ctx = WithDryRun(withRequestState(ctx, st), dryRun)
 
 	resp, panicked := s.admit(ctx, rt, req)
 	if panicked {
 		http.Error(w, fmt.Sprintf("admission controller %s panicked on %s %s; see the webhook's log", rt.ctrl.Path(), req.Kind.Kind, objectName(req)), http.StatusInternalServerError)
+		rt.observe(start, req, OutcomeErrored, dryRun, 0)
 		return
 	}
 	if resp == nil {
 		s.logger.Error("admission controller returned no response", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)))
 		http.Error(w, fmt.Sprintf("admission controller %s returned no response", rt.ctrl.Path()), http.StatusInternalServerError)
+		rt.observe(start, req, OutcomeErrored, dryRun, 0)
 		return
 	}
 	if resp.Result != nil && resp.Result.Code == http.StatusTooManyRequests && !resp.Allowed {
 		s.overloaded(w, r, resp.Result.Message)
+		rt.observe(start, req, OutcomeOverloaded, dryRun, 0)
 		return
 	}
 	// The encoded answer holds the patch in base64 inside a buffer that
@@ -179,9 +187,11 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	if err := st.reserve(3*int64(len(resp.Patch)) + 4096); err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			http.Error(w, fmt.Sprintf("admission controller %s: answer: %v", rt.ctrl.Path(), err), http.StatusRequestEntityTooLarge)
+			rt.observe(start, req, OutcomeRefused, dryRun, 0)
 			return
 		}
 		s.overloaded(w, r, err.Error())
+		rt.observe(start, req, OutcomeOverloaded, dryRun, 0)
 		return
 	}
 	resp.UID = req.UID
@@ -194,10 +204,12 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	if err != nil {
 		s.logger.Error("encode AdmissionReview", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)), zap.Error(err))
 		http.Error(w, fmt.Sprintf("encode AdmissionReview response: %v", err), http.StatusInternalServerError)
+		rt.observe(start, req, OutcomeErrored, dryRun, 0)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
+	rt.observe(start, req, outcomeOf(resp, st.untouched.Load()), dryRun, len(resp.Patch))
 
 	if ce := s.logger.Check(zap.DebugLevel, "admission"); ce != nil {
 		ce.Write(
@@ -207,7 +219,7 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 			zap.String("namespace", req.Namespace),
 			zap.String("name", req.Name),
 			zap.String("operation", string(req.Operation)),
-			zap.Bool("dryRun", IsDryRun(ctx)),
+			zap.Bool("dryRun", dryRun),
 			zap.Bool("allowed", resp.Allowed),
 			zap.Bool("patched", len(resp.Patch) > 0),
 			zap.Duration("latency", time.Since(start)),

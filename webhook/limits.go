@@ -110,6 +110,9 @@ type requestState struct {
 	limits   *ObjectLimits
 	budget   *memoryBudget
 	reserved atomic.Int64
+	// untouched is set by Untouched: the controller left the request
+	// alone, for the Observer.
+	untouched atomic.Bool
 }
 
 type requestStateKey struct{}

@@ -119,6 +119,10 @@ type Options struct {
 	// Logger receives request logs at debug level and errors (default:
 	// none). Object bodies and keys are never logged.
 	Logger *zap.Logger
+	// Observer, if set, is told the outcome, duration and patch size of
+	// every request routed to a controller (see Observer); package metrics
+	// turns that into Prometheus metrics. Default: none.
+	Observer Observer
 }
 
 // DefaultOptions returns Options with every default filled in.

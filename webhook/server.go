@@ -86,6 +86,9 @@ func New(opts Options, secrets SecretGetter, controllers ...AdmissionController)
 		}
 		rt := &route{ctrl: c}
 		rt.syncer, _ = c.(Syncer)
+		if opts.Observer != nil {
+			rt.observer = opts.Observer.ObserveRoute(path)
+		}
 		s.routes[path] = rt
 	}
 	return s, nil

@@ -77,7 +77,9 @@ type Options struct {
 	// psbinding.DefaultPatchConcurrency.
 	PatchConcurrency int
 	// FieldManager names the reconciler in the managedFields of what it
-	// writes. Default: psbinding.DefaultFieldManager.
+	// writes. Default: the process's (controller.WithFieldManager, which
+	// sharedmain sets to the component name), else
+	// psbinding.DefaultFieldManager.
 	FieldManager string
 	// Scheme resolves the kind of the objects events are about when their
 	// TypeMeta is empty. Default: client-go's scheme; the Bindings the

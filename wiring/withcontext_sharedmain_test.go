@@ -87,7 +87,7 @@ func TestWithContextFailureIsReportedWithoutSubjectsWithRealAPIServer(t *testing
 	logs := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = sharedmain.WithFlags(ctx, sharedmain.Flags{Kubeconfig: env.KubeconfigPath, DisableHA: true, ProbePort: port,
-		WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}})
+		WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}, MetricsAddress: "127.0.0.1:0"})
 	ctx = injection.WithSystemNamespace(ctx, system)
 	ctx = sharedmain.WithLogOutput(ctx, zapcore.AddSync(logs))
 	done := make(chan error, 1)

@@ -19,9 +19,9 @@
 // --webhook-max-containers, --webhook-max-volumes, --webhook-max-env,
 // --webhook-max-volume-mounts, --webhook-max-patch-bytes), its optional
 // client authentication (--webhook-client-ca), --kube-api-qps,
-// --kube-api-burst, --resync-period, and --uninstall, which removes what
-// bindkit did instead of running the controllers; each is a field of
-// Flags), stops
+// --kube-api-burst, --resync-period, --uninstall, which removes what
+// bindkit did instead of running the controllers, and --metrics-address;
+// each is a field of Flags), stops
 // on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped
 // like knative's, takes its settings from the context (WithFlags,
@@ -75,6 +75,47 @@
 // ConfigMap config-logging in the system namespace, info when either is
 // missing, and follows changes to it at run time.
 //
-// Nothing here is global: no flag.CommandLine, no init registration, no
-// package state.
+// client-go's own lines (klog: leader election, reflectors, client-side
+// throttling) are routed into the same log, as zap entries named "klog"
+// with their key-value pairs as fields: klog's V(0) at info, V(1) to V(4)
+// at debug; more detailed levels, where client-go logs request URLs,
+// headers and bodies, never. Objects in its fields appear as
+// namespace/name, never whole.
+//
+// # Metrics
+//
+// Every replica serves Prometheus metrics over HTTP at /metrics on
+// --metrics-address (DefaultMetricsAddress, ":9090"; empty turns it off):
+// admissions by path, operation, outcome and dry run, with their duration
+// and patch size; reconciles by controller and outcome, with their
+// duration; each controller's work queue (depth, adds, latency, work
+// duration, retries); client-go's request latency, results and
+// rate-limiter waits; subject patches, conflicts and subjects bound by
+// Binding resource; the certificates' expiry and rotations; leadership per
+// controller; Bindings in each admission index; and the Go runtime's and
+// the process's. Package metrics defines them (metrics.Families) and the
+// README lists them. The registry is the process's own, never the global
+// one; WithMetricsRegistry hands Run one to use instead.
+//
+// client-go's request metrics and klog's logger are hooks client-go and
+// klog accept once per process, and read without a lock on every request.
+// Run installs them (InstallProcessHooks) before it makes a client, and
+// points them at itself while it runs; a test binary that runs a second
+// process, after the first or beside it, gets them for the latest one,
+// and the earlier one gets them back when the latest returns. A program
+// whose own clients work before or while Run starts (a test polling the
+// API server while Run starts) calls InstallProcessHooks first.
+//
+// # Ownership
+//
+// Every write the framework makes names the component as its field
+// manager, so managedFields say which controller set what: subject
+// patches, Binding finalizers, annotations and status (through the
+// reconcile context, controller.WithFieldManager), the webhook
+// configuration, and the certificates Secret. The clients' user agent
+// starts with the component too, so the writes client-go makes itself
+// (the leader election Lease, Events) are attributed to it as well.
+//
+// Nothing here is global but the two hooks above: no flag.CommandLine,
+// no init registration.
 package sharedmain

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,7 +110,21 @@ type Flags struct {
 	// require a client certificate (--webhook-read-timeout,
 	// --webhook-max-*, --webhook-client-ca).
 	WebhookBounds WebhookBounds
+
+	// MetricsAddress is where the process serves its Prometheus metrics
+	// over HTTP at /metrics, as host:port (--metrics-address, default
+	// DefaultMetricsAddress). MetricsOff turns the endpoint off, as an
+	// empty --metrics-address does on a command line.
+	MetricsAddress string
 }
+
+// DefaultMetricsAddress is where metrics are served by default: every
+// interface, port 9090, on every replica.
+const DefaultMetricsAddress = ":9090"
+
+// MetricsOff as Flags.MetricsAddress serves no metrics (nor keeps any,
+// unless the context carries a registry: WithMetricsRegistry).
+const MetricsOff = "off"
 
 // DefaultFlags returns the settings of a command line without flags.
 func DefaultFlags() Flags {
@@ -126,6 +141,7 @@ func DefaultFlags() Flags {
 		WebhookCertValidity:     certificates.DefaultServingValidity,
 		WebhookCertRotateBefore: certificates.DefaultServingRotateBefore,
 		WebhookBounds:           DefaultWebhookBounds(),
+		MetricsAddress:          DefaultMetricsAddress,
 	}
 }
 
@@ -159,6 +175,9 @@ func (f Flags) withDefaults() Flags {
 		}
 	}
 	f.WebhookBounds = f.WebhookBounds.withDefaults()
+	if f.MetricsAddress == "" {
+		f.MetricsAddress = d.MetricsAddress
+	}
 	return f
 }
 
@@ -225,6 +244,10 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	f.WebhookBounds.register(fs)
 	fs.BoolVar(&f.Uninstall, "uninstall", false, "remove what bindkit did and exit: stop the webhook from being called, unbind every subject, "+
 		"release every Binding's finalizer; run it after deleting the controller's Deployment, before deleting the rest of the installation")
+
+	// Observability.
+	fs.StringVar(&f.MetricsAddress, "metrics-address", f.MetricsAddress, "host:port where Prometheus metrics are served over HTTP at /metrics; empty turns them off")
+
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
 	}
@@ -235,6 +258,10 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	// command line, as for client-go's informers, a zero resync means none.
 	if f.ResyncPeriod == 0 {
 		f.ResyncPeriod = -1
+	}
+	// Likewise an empty metrics address turns the endpoint off.
+	if f.MetricsAddress == "" {
+		f.MetricsAddress = MetricsOff
 	}
 	// Other zeros given on the command line are mistakes, not defaults.
 	if err := f.validate(); err != nil {
@@ -287,6 +314,9 @@ func (f Flags) validate() error {
 	if err := f.WebhookBounds.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validateMetricsAddress(f.MetricsAddress); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -336,4 +366,20 @@ func WithLogLevel(ctx context.Context, level zap.AtomicLevel) context.Context {
 // use (zapcore.Lock makes it so).
 func WithLogOutput(ctx context.Context, w zapcore.WriteSyncer) context.Context {
 	return context.WithValue(ctx, logOutputKey{}, w)
+}
+
+// validateMetricsAddress checks --metrics-address: host:port with a port
+// number (0 picks a free one), or MetricsOff.
+func validateMetricsAddress(a string) error {
+	if a == MetricsOff || a == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("--metrics-address %q: not host:port (empty turns metrics off)", a)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("--metrics-address %q: port %q is not a number in 0-65535", a, port)
+	}
+	return nil
 }

@@ -39,7 +39,7 @@ func TestParseFlags(t *testing.T) {
 				"--webhook-grace-period=2s", "--probe-port=9090",
 				"--kube-api-qps=50.5", "--kube-api-burst=75", "--resync-period=1h",
 				"--webhook-ca-validity=10h", "--webhook-ca-rotate-before=5h", "--webhook-cert-validity=3h",
-				"--webhook-cert-rotate-before=1h", "--webhook-kube-namespaces"},
+				"--webhook-cert-rotate-before=1h", "--webhook-kube-namespaces", "--metrics-address=127.0.0.1:9091"},
 			want: Flags{
 				Kubeconfig: "/k", Server: "https://api:6443", DisableHA: true,
 				WebhookAddress: "127.0.0.1", WebhookPort: 9443,
@@ -48,9 +48,21 @@ func TestParseFlags(t *testing.T) {
 				KubeAPIQPS: 50.5, KubeAPIBurst: 75, ResyncPeriod: time.Hour,
 				WebhookCAValidity: 10 * time.Hour, WebhookCARotateBefore: 5 * time.Hour,
 				WebhookCertValidity: 3 * time.Hour, WebhookCertRotateBefore: time.Hour, WebhookKubeNamespaces: true,
-				WebhookBounds: DefaultWebhookBounds(),
+				WebhookBounds:  DefaultWebhookBounds(),
+				MetricsAddress: "127.0.0.1:9091",
 			},
 		},
+		{
+			name: "metrics off",
+			args: []string{"--metrics-address="},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.MetricsAddress = MetricsOff
+				return f
+			}(),
+		},
+		{name: "metrics address without a port", args: []string{"--metrics-address=localhost"}, wantErr: `--metrics-address "localhost": not host:port (empty turns metrics off)`},
+		{name: "metrics port not a number", args: []string{"--metrics-address=:http"}, wantErr: `--metrics-address ":http": port "http" is not a number in 0-65535`},
 		{
 			name: "webhook bounds",
 			args: []string{"--webhook-read-timeout=5s", "--webhook-max-connections=10", "--webhook-max-in-flight=3",
@@ -189,7 +201,8 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"webhook-read-timeout": "5s", "webhook-max-connections": "10", "webhook-max-in-flight": "3",
 		"webhook-max-in-flight-memory": "64Mi", "webhook-max-request-body-bytes": "1M", "webhook-max-object-depth": "20",
 		"webhook-max-containers": "4", "webhook-max-volumes": "5", "webhook-max-env": "6", "webhook-max-volume-mounts": "7",
-		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt", "uninstall": "true",
+		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt",
+		"metrics-address": "127.0.0.1:9091", "uninstall": "true",
 	}
 	var args, names []string
 	for _, line := range strings.Split(usage.String(), "\n") {

@@ -2,6 +2,7 @@ package sharedmain
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -45,6 +46,7 @@ func TestRunWithRealAPIServer(t *testing.T) {
 		Kubeconfig: env.KubeconfigPath, DisableHA: true,
 		WebhookAddress: "127.0.0.1", WebhookPort: port,
 		WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}, WebhookGracePeriod: time.Second,
+		MetricsAddress: "127.0.0.1:0",
 	})
 	ctx = injection.WithSystemNamespace(ctx, systemNS)
 	ctx = WithLogLevel(ctx, level)
@@ -208,7 +210,7 @@ func TestObjectsThatExistAtStartUpAreReconciledWithRealAPIServer(t *testing.T) {
 			logs := &syncBuffer{}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			ctx = WithFlags(ctx, Flags{Kubeconfig: env.KubeconfigPath, DisableHA: disableHA, ProbePort: freePort(t)})
+			ctx = WithFlags(ctx, Flags{Kubeconfig: env.KubeconfigPath, DisableHA: disableHA, ProbePort: freePort(t), MetricsAddress: "127.0.0.1:0"})
 			ctx = injection.WithSystemNamespace(ctx, systemNS)
 			ctx = WithLogOutput(ctx, logs)
 			ctor := func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
@@ -259,6 +261,28 @@ func TestObjectsThatExistAtStartUpAreReconciledWithRealAPIServer(t *testing.T) {
 			case <-time.After(45 * time.Second):
 				t.Fatal("Run did not return within 45s of cancellation")
 			}
+			if !disableHA {
+				// client-go's leader election logs through klog: its
+				// lines are the process's JSON, not text on stderr.
+				if !hasLogLine(logs.String(), "klog", "acquired lease") {
+					t.Errorf("no klog line of leader election in the process's log:\n%s", logs.String())
+				}
+			}
 		})
 	}
+}
+
+// hasLogLine reports whether the JSON log lines of logs include one of
+// logger whose message contains msg.
+func hasLogLine(logs, logger, msg string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		var entry struct {
+			Logger string `json:"logger"`
+			Msg    string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Logger == logger && strings.Contains(entry.Msg, msg) {
+			return true
+		}
+	}
+	return false
 }

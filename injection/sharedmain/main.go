@@ -119,6 +119,8 @@ func newProcess(ctx context.Context, component string) *process {
 func (p *process) main(ctx context.Context, ctors []Constructor) error {
 	// Syncing stderr fails on some platforms; there is nothing to do then.
 	defer p.logger.Sync()
+	// client-go's own lines (klog) join the process's log from the start.
+	defer routeKlog(p.logger, p.level)()
 	err := p.run(logging.WithLogger(ctx, p.logger), ctors)
 	if err != nil {
 		p.logger.Error("stopped with error", zap.Error(err))
@@ -141,9 +143,10 @@ type process struct {
 	logger    *zap.Logger
 
 	// Set by run, for tests of this package.
-	impls   []*controller.Impl
-	certs   *controller.Impl
-	started chan struct{} // closed once everything runs
+	impls       []*controller.Impl
+	certs       *controller.Impl
+	metricsAddr net.Addr      // where metrics are served; nil when off
+	started     chan struct{} // closed once everything runs
 }
 
 func (p *process) run(ctx context.Context, ctors []Constructor) error {
@@ -156,6 +159,13 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	}
 	ctx = injection.WithSystemNamespace(ctx, namespace)
 	logger := p.logger
+	m, reg, err := newMetrics(ctx, p.flags)
+	if err != nil {
+		return err
+	}
+	if m != nil {
+		defer m.AttachClientGo()()
+	}
 
 	// Informers outlive ctx: the webhook and the controllers still read
 	// their caches while they drain. They stop when run returns.
@@ -168,6 +178,9 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 			if err != nil {
 				return nil, nil, err
 			}
+			// Writes that name no field manager (leases, events) are
+			// attributed to the user agent's first word: the component.
+			cfg.UserAgent = userAgent(p.component)
 			return injection.New(ctx, cfg, opts...)
 		}
 	}
@@ -189,12 +202,12 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	}
 	p.impls = impls
 	if p.flags.Uninstall {
-		return p.uninstall(ctx, base, cmw, informers, impls)
+		return p.uninstall(controller.WithFieldManager(ctx, p.component), base, cmw, informers, impls)
 	}
 	admission := admissionControllers(impls)
 	var server *webhook.Server
 	if len(admission) > 0 {
-		if p.certs, server, err = newWebhook(ictx, namespace, p.flags, logger, admission); err != nil {
+		if p.certs, server, err = newWebhook(ictx, namespace, p.component, p.flags, logger, m, admission); err != nil {
 			return err
 		}
 	}
@@ -216,6 +229,17 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	}
 	if err != nil {
 		return err
+	}
+	var metricsLn net.Listener
+	if reg != nil && p.flags.MetricsAddress != MetricsOff {
+		if metricsLn, err = net.Listen("tcp", p.flags.MetricsAddress); err != nil {
+			ln.Close()
+			if webhookProbeLn != nil {
+				webhookProbeLn.Close()
+			}
+			return fmt.Errorf("metrics: listen on %s (--metrics-address): %w", p.flags.MetricsAddress, err)
+		}
+		p.metricsAddr = metricsLn.Addr()
 	}
 
 	var (
@@ -247,6 +271,11 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	if webhookProbeLn != nil {
 		serversWG.Go(func() { report(serveWebhookProbes(serveCtx, server, webhookProbeLn)) })
 	}
+	if metricsLn != nil {
+		// Served from the start, so a slow cache sync shows in them too.
+		logger.Info("serving metrics", zap.String("address", metricsLn.Addr().String()), zap.String("path", MetricsPath))
+		serversWG.Go(func() { report(serveMetrics(serveCtx, metricsLn, reg, logger.Named("metrics"))) })
+	}
 	stopServers := func() {
 		stopServing()
 		if ln != nil {
@@ -267,11 +296,15 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	if p.certs != nil {
 		all = append(append([]*controller.Impl(nil), impls...), p.certs)
 	}
+	watchScraped(m, all)
 	// Workers and leadership end separately: the Impls drain while this
 	// replica still leads, and only then is the lease released, so no
 	// reconcile is cut short by an orderly shutdown and no other replica
 	// writes while this one's reconciles finish.
-	work, stopWork := context.WithCancel(base)
+	// The Impls report to the metrics, and their reconcilers' writes name
+	// the component as their field manager, through the context they run
+	// in, whatever constructor built them.
+	work, stopWork := context.WithCancel(withObservers(base, p.component, m))
 	defer stopWork()
 	lead, stopLeading := context.WithCancel(base)
 	defer stopLeading()

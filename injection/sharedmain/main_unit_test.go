@@ -32,6 +32,10 @@ func fakeContext(t *testing.T, flags Flags, objects ...kruntime.Object) (context
 	t.Helper()
 	_, fakes := injectiontest.NewContext(t, objects...)
 	logs := &syncBuffer{}
+	if flags.MetricsAddress == "" {
+		// On, as by default, on a free port: tests run side by side.
+		flags.MetricsAddress = "127.0.0.1:0"
+	}
 	ctx := WithFlags(t.Context(), flags)
 	ctx = injection.WithSystemNamespace(ctx, testNamespace)
 	ctx = WithLogOutput(ctx, logs)
@@ -209,6 +213,7 @@ func TestStartupErrors(t *testing.T) {
 		{name: "no system namespace", noNS: true, wantError: "no system namespace"},
 		{name: "webhook port taken", flags: webhookOn(takenPort), ctors: []Constructor{newDenierController("/a")}, wantError: "webhook: listen on 127.0.0.1:"},
 		{name: "probe port taken", flags: Flags{DisableHA: true, ProbePort: takenPort}, wantError: "probes: listen on :"},
+		{name: "metrics port taken", flags: Flags{DisableHA: true, ProbePort: freePort(t), MetricsAddress: fmt.Sprintf("127.0.0.1:%d", takenPort)}, wantError: "metrics: listen on 127.0.0.1:"},
 		{name: "two admission controllers on one path", flags: webhookOn(freePort(t)), ctors: []Constructor{newDenierController("/a"), newDenierController("/a")}, wantError: "both serve path /a"},
 	}
 	for _, tt := range tests {

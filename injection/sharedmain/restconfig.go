@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -54,4 +55,12 @@ func findServer(f Flags) (*rest.Config, error) {
 		return nil, errors.New("kubeconfig names no server; set --server")
 	}
 	return cfg, nil
+}
+
+// userAgent names the process to the API server: the component, then
+// bindkit and the platform, as client-go's default names the binary. The
+// API server attributes writes that set no field manager to the part
+// before the first "/".
+func userAgent(component string) string {
+	return component + "/bindkit (" + runtime.GOOS + "/" + runtime.GOARCH + ")"
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/metrics"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -106,7 +107,11 @@ func withWebhookOptions(ctx context.Context, f Flags, logger *zap.Logger) contex
 // start afterwards. The admission controllers that publish the CA bundle
 // (certificates.Publisher) are the ones the certificates reconciler waits
 // for before it signs under a new CA.
-func newWebhook(ctx context.Context, namespace string, f Flags, logger *zap.Logger, admission []webhook.AdmissionController) (*controller.Impl, *webhook.Server, error) {
+//
+// component is the field manager of the Secret's writes. With m, the
+// server counts its admissions and the certificates reconciler reports
+// expiry times and rotations there.
+func newWebhook(ctx context.Context, namespace, component string, f Flags, logger *zap.Logger, m *metrics.Metrics, admission []webhook.AdmissionController) (*controller.Impl, *webhook.Server, error) {
 	if err := f.validateCertificates(); err != nil {
 		return nil, nil, fmt.Errorf("webhook certificates: %w", err)
 	}
@@ -125,11 +130,20 @@ func newWebhook(ctx context.Context, namespace string, f Flags, logger *zap.Logg
 	}
 	lc := &leaderCertificates{}
 	impl := controller.NewImpl(lc, logger, CertificatesControllerName)
-	certs, err := certificates.NewReconciler(injection.KubeClient(ctx), certOpts,
+	certOptions := []certificates.ReconcilerOption{
 		certificates.WithLister(secrets.Lister()),
 		certificates.WithEnqueueAfter(impl.EnqueueKeyAfter),
 		certificates.WithPublishers(publishers...),
-		certificates.WithLogger(logger.Named(CertificatesControllerName)))
+		certificates.WithLogger(logger.Named(CertificatesControllerName)),
+		certificates.WithFieldManager(component),
+	}
+	if m != nil {
+		certOptions = append(certOptions, certificates.WithObserver(m.Certificates()))
+		if opts.Observer == nil {
+			opts.Observer = m.Admission()
+		}
+	}
+	certs, err := certificates.NewReconciler(injection.KubeClient(ctx), certOpts, certOptions...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("webhook certificates: %w", err)
 	}

@@ -76,25 +76,35 @@ func WebhookConfiguration(repoRoot string, port int) (*admissionregistrationv1.M
 type Controller struct {
 	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{}
-	mu      sync.Mutex
-	err     error // cmd.Wait's result, once done is closed
+	// MetricsAddress is where it serves its metrics (127.0.0.1 and a free
+	// port), unless args gave --metrics-address.
+	MetricsAddress string
+	done           chan struct{}
+	mu             sync.Mutex
+	err            error // cmd.Wait's result, once done is closed
 }
 
 // StartController starts binary as users run it, against env, in
 // SystemNamespace: its kubeconfig, the webhook on 127.0.0.1:port with
-// 127.0.0.1 in its certificate, and args after those. Its log goes to a
-// file in env.Dir (LogTail).
+// 127.0.0.1 in its certificate, its metrics on 127.0.0.1 and a free port
+// (Controller.MetricsAddress; processes run side by side), and args after
+// those. Its log goes to a file in env.Dir (LogTail).
 func StartController(env *testenv.Environment, binary string, port int, args ...string) (*Controller, error) {
+	metricsPort, err := testenv.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	logFile, err := os.CreateTemp(env.Dir, "githubbinding-controller-*.log")
 	if err != nil {
 		return nil, err
 	}
+	metricsAddress := "127.0.0.1:" + strconv.Itoa(metricsPort)
 	cmd := exec.Command(binary, append([]string{
 		"--kubeconfig=" + env.KubeconfigPath,
 		"--webhook-address=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(port),
 		"--webhook-ip-sans=127.0.0.1",
+		"--metrics-address=" + metricsAddress,
 	}, args...)...)
 	cmd.Env = append(os.Environ(), "SYSTEM_NAMESPACE="+SystemNamespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -103,7 +113,7 @@ func StartController(env *testenv.Environment, binary string, port int, args ...
 		logFile.Close()
 		return nil, fmt.Errorf("start controller: %w", err)
 	}
-	c := &Controller{cmd: cmd, logPath: logFile.Name(), done: make(chan struct{})}
+	c := &Controller{cmd: cmd, logPath: logFile.Name(), MetricsAddress: metricsAddress, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()

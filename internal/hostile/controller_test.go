@@ -115,6 +115,7 @@ func startController(t *testing.T, env *testenv.Environment, ready func(*control
 		"--webhook-address=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(port),
 		"--webhook-ip-sans=127.0.0.1",
+		"--metrics-address=127.0.0.1:0",
 		// Not a bound: only so that stopping takes no 15 s.
 		"--webhook-grace-period=-1s",
 	}, extraArgs...)

@@ -168,7 +168,7 @@ func run(t *testing.T, env *testenv.Environment, system string) func() {
 	ctx = sharedmain.WithFlags(ctx, sharedmain.Flags{
 		Kubeconfig: env.KubeconfigPath, DisableHA: true,
 		WebhookAddress: "127.0.0.1", WebhookPort: port, WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")},
-		WebhookGracePeriod: -1,
+		WebhookGracePeriod: -1, MetricsAddress: "127.0.0.1:0",
 	})
 	ctx = injection.WithSystemNamespace(ctx, system)
 	ctx = sharedmain.WithLogOutput(ctx, zapcore.AddSync(&testWriter{t: t}))

@@ -128,6 +128,8 @@ func startMain(t *testing.T, env *testenv.Environment, systemNS string, port int
 		// Only shutdown waits for it: the default (a Service's endpoints
 		// to update) would add its length to every run of the test.
 		WebhookGracePeriod: time.Second,
+		// A free port: tests run side by side.
+		MetricsAddress: "127.0.0.1:0",
 	})
 	ctx = injection.WithSystemNamespace(ctx, systemNS)
 	ctx = sharedmain.WithLogOutput(ctx, logs)

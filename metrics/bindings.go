@@ -1,0 +1,48 @@
+package metrics
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The psbinding.Observer methods of Controllers' observer: a
+// BaseReconciler finds them on the controller.Observer of its reconcile's
+// context. They count subject patches and conflicts and keep the number
+// of subjects bound, all by Binding resource. (This package does not
+// import psbinding, so psbinding's tests may run a process.)
+
+// SubjectPatched implements psbinding.Observer.
+func (o controllerObserver) SubjectPatched(binding schema.GroupResource, bind bool) {
+	action := actionUnbind
+	if bind {
+		action = actionBind
+	}
+	o.m.subjectPatches.WithLabelValues(binding.String(), action).Inc()
+}
+
+// SubjectConflict implements psbinding.Observer.
+func (o controllerObserver) SubjectConflict(binding schema.GroupResource) {
+	o.m.subjectConflicts.WithLabelValues(binding.String()).Inc()
+}
+
+// SubjectsBound implements psbinding.Observer. The gauge of a resource is
+// the sum over its Bindings of what each last reported; the per-Binding
+// counts are kept here, never as labels, and a Binding that reports 0 is
+// forgotten.
+func (o controllerObserver) SubjectsBound(binding schema.GroupResource, key types.NamespacedName, n int) {
+	m := o.m
+	m.boundMu.Lock()
+	defer m.boundMu.Unlock()
+	perBinding := m.bound[binding]
+	if perBinding == nil {
+		perBinding = map[types.NamespacedName]int{}
+		m.bound[binding] = perBinding
+	}
+	delta := n - perBinding[key]
+	if n > 0 {
+		perBinding[key] = n
+	} else {
+		delete(perBinding, key)
+	}
+	m.subjectsBound.WithLabelValues(binding.String()).Add(float64(delta))
+}
