@@ -55,8 +55,9 @@ type RunOptions struct {
 	// Flags are the process's command-line settings. Run sets what reaches
 	// the control plane (Kubeconfig, the webhook's address, port and IP
 	// SANs) and, when they are zero, shortens WebhookGracePeriod to a
-	// second and serves metrics on a free port of 127.0.0.1; everything else is sharedmain's default, leader election
-	// included, as a binary started without flags runs.
+	// second and serves metrics on a free port of 127.0.0.1; everything
+	// else is sharedmain's default, leader election included, as a binary
+	// started without flags runs.
 	Flags sharedmain.Flags
 	// StartTimeout bounds the wait for the webhook to serve. Default: 60
 	// seconds.
