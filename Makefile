@@ -30,11 +30,12 @@ export BINDKIT_BIN_DIR := $(BIN)
 demo: $(NEWEST_BINS)
 	$(GO) run ./hack/demo
 
-# The packages whose tests start a control plane (they import internal/testenv),
-# but for the fault-injection suites (internal/faults/...), which run against
-# the newest minor only: they test bindkit's behaviour under faults, which no
-# API difference between the minors touches, and they take most of a pass.
-CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/internal\/testenv( |$$)/ && $$1 !~ /\/internal\/faults/ {print $$1}')
+# The packages whose tests start a control plane (they import internal/testenv,
+# envtest or bindingtest), but for the fault-injection suites (internal/faults/...),
+# which run against the newest minor only: they test bindkit's behaviour under
+# faults, which no API difference between the minors touches, and they take
+# most of a pass.
+CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/(internal\/testenv|envtest|bindingtest)( |$$)/ && $$1 !~ /\/internal\/faults/ {print $$1}')
 
 # A test binary's time limit. go test's default, 10 minutes, is less than
 # the slowest control-plane package takes on 2 busy cores with -race; a
@@ -70,17 +71,13 @@ vet:
 unit:
 	BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
 
-# The API packages whose deep-copy methods deepcopy-gen writes.
-GENERATE_PKGS := ./examples/githubbinding/pkg/apis/bindings/v1alpha1 ./examples/configbinding/pkg/apis/bindings/v1alpha1 ./examples/knativewalkthrough/pkg/apis/bindings/v1alpha1
-
 .PHONY: generate
-## generate: regenerate zz_generated.deepcopy.go with deepcopy-gen from the tools module.
+## generate: regenerate the examples' deep copies and CRDs with `bindkit generate`
+## (controller-gen, built by go run at the version cmd/bindkit pins). The
+## packages and CRD directories are listed in cmd/bindkit/generate_test.go,
+## whose test (part of `make test`) fails when a generated file is stale.
 generate:
-	@# `go tool -n` builds the tool from the tools module and prints its path;
-	@# it runs from the repository root, because the packages it reads are in
-	@# the framework module, not in the tools module.
-	DEEPCOPY_GEN=$$(cd $(TOOLS) && $(GO) tool -n deepcopy-gen) && \
-		$$DEEPCOPY_GEN --go-header-file hack/boilerplate.go.txt --output-file zz_generated.deepcopy.go $(GENERATE_PKGS)
+	$(GO) test -count=1 -run '^(TestRepositoryGeneratedFilesAreCurrent|TestBuildModulesAreTheToolsModules)$$' ./cmd/bindkit -args -update
 
 .PHONY: bench
 BENCH_COUNT ?= 6

@@ -65,11 +65,18 @@ const (
 //
 // Ready mirrors BindingAvailable. Conditions set after SetObservedGeneration
 // carry that generation, so call it first in a reconcile.
+//
+// Its markers give a CRD generated from the Binding's Go type
+// (controller-gen) the schema of conditions keyed by type.
 type Status struct {
 	// ObservedGeneration is the generation of the Binding the status
 	// describes.
+	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions are the latest observations of the Binding's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

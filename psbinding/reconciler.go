@@ -87,6 +87,15 @@ const DefaultPatchConcurrency = 8
 // BaseReconciler.FieldManager is empty.
 const DefaultFieldManager = "bindkit"
 
+// DefaultTrackerLease is how long a Binding's interest in its subjects
+// lasts without a reconcile renewing it. Every reconcile renews it, and
+// sharedmain's informers resync every few hours, but a process wired
+// without resync reconciles a Binding nobody touches only once: the lease
+// must outlive any quiet spell, or later subject changes would go
+// unnoticed. A stale registration (a subject the Binding no longer names)
+// costs one no-op reconcile per change of that subject, with no request.
+const DefaultTrackerLease = 10 * 365 * 24 * time.Hour
+
 // kindNotFoundRetry is how long a Binding whose subject kind is unknown
 // waits before it looks again: the kind's CRD may be installed later.
 const kindNotFoundRetry = 30 * time.Second
@@ -187,8 +196,10 @@ type BaseReconciler struct {
 	NamespaceLister corelisters.NamespaceLister
 	// ExcludedNamespaces are namespaces Bindings never act in, whatever
 	// their labels, so that the reconciler agrees with the webhook
-	// configuration: NewReconcilerImpl sets the system namespace and, unless
-	// the webhook may be called there, KubeNamespaces.
+	// configuration. Nil means KubeNamespaces, where the webhook is not
+	// called by default; an empty, non-nil slice excludes none. Package
+	// wiring sets the system namespace and, unless the webhook may be
+	// called there, KubeNamespaces (wiring.ExcludedNamespaces).
 	ExcludedNamespaces []string
 
 	// SubResourcesReconciler, if set, reconciles what the Binding owns
@@ -290,6 +301,14 @@ func (r *BaseReconciler) warn(ctx context.Context, b Bindable, reason string, er
 		return
 	}
 	r.Recorder.Event(b, corev1.EventTypeWarning, reason, err.Error())
+}
+
+// excluded reports whether Bindings never act in namespace ns.
+func (r *BaseReconciler) excluded(ns string) bool {
+	if r.ExcludedNamespaces == nil {
+		return slices.Contains(KubeNamespaces, ns)
+	}
+	return slices.Contains(r.ExcludedNamespaces, ns)
 }
 
 // fieldManager is the field manager of every write: FieldManager, else the

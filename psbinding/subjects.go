@@ -157,7 +157,7 @@ func (r *BaseReconciler) gateNamespace(ctx context.Context, b Bindable, s *subje
 		return unavailable(ReasonSubjectsUnavailable, err, err)
 	}
 	switch {
-	case slices.Contains(r.ExcludedNamespaces, s.ref.Namespace):
+	case r.excluded(s.ref.Namespace):
 		err := fmt.Errorf("namespace %s is never acted in: it is the webhook's own namespace, or one of the cluster's (%s) that the webhook is not called in", s.ref.Namespace, strings.Join(KubeNamespaces, ", "))
 		return unavailable(ReasonNamespaceExcluded, err, nil)
 	case nsLabels[ExcludeLabel] == "true":
@@ -327,7 +327,7 @@ func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk sc
 	}
 	s := &subject{gvk: mapping.GroupVersionKind, gvr: mapping.Resource, shape: r.Shapes.For(gk), ref: tracker.Reference{Namespace: b.GetNamespace()}}
 	if !everything {
-		if slices.Contains(r.ExcludedNamespaces, b.GetNamespace()) {
+		if r.excluded(b.GetNamespace()) {
 			return nil
 		}
 		nsLabels, err := r.namespaceLabels(ctx, b.GetNamespace())

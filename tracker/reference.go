@@ -14,17 +14,35 @@ import (
 // Exactly one of Name and Selector is set. The tracker does not know which
 // kinds are namespaced: a Binding's subject reference gets its namespace
 // from the Binding (see psbinding) before it is tracked.
+//
+// The markers below give the schema of every CRD generated from a Go type
+// that holds a Reference (controller-gen, as `bindkit generate` runs it)
+// what Validate checks: apiVersion and kind set, exactly one of name and
+// selector, selector operators that exist. The namespace is not constrained there: bindkit refuses a
+// Binding whose subject leaves the Binding's namespace itself, on both
+// paths, with a condition that names both namespaces (see psbinding),
+// whatever the CRD says.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.selector)",message="exactly one of name and selector is required"
+// +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="selector operators are In, NotIn, Exists and DoesNotExist"
 type Reference struct {
 	// APIVersion is the group/version of the referenced kind, e.g. "apps/v1".
+	// +kubebuilder:validation:MinLength=1
 	APIVersion string `json:"apiVersion"`
 	// Kind is the referenced kind, e.g. "Deployment".
+	// +kubebuilder:validation:MinLength=1
 	Kind string `json:"kind"`
 	// Namespace holds the referenced objects; empty for a cluster-scoped
-	// kind (a Namespace, say).
+	// kind (a Namespace, say). A Binding's subject is in the Binding's own
+	// namespace: leave it empty, or name that one.
+	// +optional
 	Namespace string `json:"namespace"`
 	// Name names one object.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name,omitempty"`
 	// Selector selects objects by label.
+	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,6 +103,9 @@ type Fakes struct {
 	Dynamic    *dynamicfake.FakeDynamicClient
 	RESTMapper *meta.DefaultRESTMapper
 	Informers  *injection.InformerSet
+
+	// resourceVersions numbers every object stored, seeded or written.
+	resourceVersions atomic.Int64
 }
 
 // NewContext is NewContextWithOptions with zero Options.
@@ -116,7 +121,12 @@ func NewContext(t testing.TB, objects ...runtime.Object) (context.Context, *Fake
 // client-go's scheme, typed or unstructured, go into both fake clients;
 // others into the dynamic client only. As in a cluster, the namespace of
 // every seeded object exists: a Namespace is seeded for each namespace the
-// objects use unless objects hold it already. It fails t on an unknown kind.
+// objects use unless objects hold it already, and every object has a
+// resourceVersion: one seeded without gets one, and every create, update
+// and patch through either fake stores a new one, so a write guarded by
+// the resourceVersion it read (a JSON patch's "test") behaves as against
+// an API server. (The fakes do not refuse an update whose resourceVersion
+// is stale.) It fails t on an unknown kind.
 //
 // The context ends when the test ends, and a t.Cleanup shuts the informers
 // down. Nothing is started: call Fakes.Start (or Informers.Start) after the
@@ -147,6 +157,8 @@ func NewContextWithOptions(t testing.TB, opts Options, objects ...runtime.Object
 		Dynamic:    dynamicfake.NewSimpleDynamicClientWithCustomListKinds(dynScheme, listKinds),
 		RESTMapper: mapper,
 	}
+	versionWrites(fakes.Kube, &fakes.resourceVersions)
+	versionWrites(fakes.Dynamic, &fakes.resourceVersions)
 	for _, obj := range withNamespaces(objects) {
 		if err := fakes.seed(obj); err != nil {
 			t.Fatalf("injectiontest: %v", err)
@@ -194,6 +206,11 @@ func (f *Fakes) seed(obj runtime.Object) error {
 	}
 	u := &unstructured.Unstructured{Object: content}
 	u.SetGroupVersionKind(gvk)
+	if u.GetResourceVersion() == "" {
+		// As stored by an API server: a write guarded by the
+		// resourceVersion it read must find one.
+		u.SetResourceVersion(strconv.FormatInt(f.resourceVersions.Add(1), 10))
+	}
 	name := u.GetNamespace() + "/" + u.GetName()
 	if err := f.Dynamic.Tracker().Create(mapping.Resource, u, u.GetNamespace()); err != nil {
 		return fmt.Errorf("seed %s %s %s in the dynamic client: %w", apiVersion, kind, name, err)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/injection"
@@ -201,4 +202,51 @@ func (u *untyped) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectK
 func (u *untyped) DeepCopyObject() k8sruntime.Object {
 	out := *u
 	return &out
+}
+
+// TestResourceVersions: seeded objects get a resourceVersion, and each
+// write stores a new one, as an API server does, so a JSON patch that tests
+// the resourceVersion it read applies once and fails after a change.
+func TestResourceVersions(t *testing.T) {
+	ctx, fakes := injectiontest.NewContext(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}})
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	seeded, err := fakes.Dynamic.Resource(gvr).Namespace("ns").Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := seeded.GetResourceVersion()
+	if rv == "" {
+		t.Fatal("a seeded object has no resourceVersion")
+	}
+	typed, err := fakes.Kube.CoreV1().ConfigMaps("ns").Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typed.ResourceVersion != rv {
+		t.Errorf("the kube fake's copy has resourceVersion %q, the dynamic fake's %q", typed.ResourceVersion, rv)
+	}
+
+	patch := []byte(`[{"op":"test","path":"/metadata/resourceVersion","value":"` + rv + `"},{"op":"add","path":"/data","value":{"k":"v"}}]`)
+	patched, err := fakes.Dynamic.Resource(gvr).Namespace("ns").Patch(ctx, "cm", types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("patch guarded by the current resourceVersion: %v", err)
+	}
+	if patched.GetResourceVersion() == rv {
+		t.Errorf("a patch kept resourceVersion %q", rv)
+	}
+	if _, err := fakes.Dynamic.Resource(gvr).Namespace("ns").Patch(ctx, "cm", types.JSONPatchType, patch, metav1.PatchOptions{}); err == nil {
+		t.Error("a patch guarded by a stale resourceVersion applied")
+	}
+
+	created, err := fakes.Kube.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updated, err := fakes.Kube.CoreV1().ConfigMaps("ns").Update(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.ResourceVersion == "" || updated.ResourceVersion == created.ResourceVersion {
+		t.Errorf("create then update gave resourceVersions %q and %q, want two distinct ones", created.ResourceVersion, updated.ResourceVersion)
+	}
 }

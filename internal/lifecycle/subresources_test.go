@@ -172,9 +172,13 @@ func run(t *testing.T, env *testenv.Environment, system string) func() {
 	})
 	ctx = injection.WithSystemNamespace(ctx, system)
 	ctx = sharedmain.WithLogOutput(ctx, zapcore.AddSync(&testWriter{t: t}))
+	binding, err := configbinding.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
-		done <- sharedmain.Run(ctx, "configbinding-controller", configbinding.NewController, configbinding.NewWebhook)
+		done <- sharedmain.Run(ctx, "configbinding-controller", binding.Controller, binding.Webhook)
 	}()
 	return func() {
 		cancel()

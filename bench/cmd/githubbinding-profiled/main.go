@@ -25,7 +25,12 @@ func main() {
 		signal.Notify(toggles, syscall.SIGUSR1)
 		go profile(path, toggles)
 	}
-	sharedmain.Main("githubbinding-controller", githubbinding.NewController, githubbinding.NewWebhook)
+	binding, err := githubbinding.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sharedmain.Main("githubbinding-controller", binding.Controller, binding.Webhook)
 }
 
 // profile runs the CPU profile between two toggles, once.

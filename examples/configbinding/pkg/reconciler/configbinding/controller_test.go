@@ -13,8 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/configbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/injection"
@@ -23,20 +23,12 @@ import (
 	"github.com/bindkit/bindkit/webhook"
 )
 
-var configBindings = injectiontest.Resource{
-	Kind:       v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.Kind),
-	Resource:   v1alpha1.Resource,
-	Namespaced: true,
-}
-
-var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-
 const finalizer = "bindings.bindkit.dev/configbindings"
 
 func newDeployment(envFrom ...corev1.EnvFromSource) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", ResourceVersion: "1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
 		Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			Template: corev1.PodTemplateSpec{
@@ -49,88 +41,128 @@ func newDeployment(envFrom ...corev1.EnvFromSource) *appsv1.Deployment {
 
 var fromOwnConfigMap = corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "configbinding-cfg-bindinguid"}}}
 
-// setup builds NewController over fakes seeded with objects, starts the
-// informers and promotes the reconciler.
-func setup(t *testing.T, objects ...runtime.Object) (*psbinding.BaseReconciler, *injectiontest.Fakes) {
-	t.Helper()
-	ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Resources: []injectiontest.Resource{configBindings}}, objects...)
-	ctx = injection.WithSystemNamespace(ctx, "bindkit-system")
-	impl := NewController(ctx, nil) // the constructors read no ConfigMap
-	r, ok := impl.Reconciler().(*psbinding.BaseReconciler)
-	if !ok {
-		t.Fatalf("Reconciler is %T, want *psbinding.BaseReconciler", impl.Reconciler())
-	}
-	if _, ok := r.SubResourcesReconciler.(*ConfigMapReconciler); !ok || r.WithContext == nil {
-		t.Fatalf("SubResourcesReconciler %T, WithContext set %v: want *ConfigMapReconciler and set", r.SubResourcesReconciler, r.WithContext != nil)
-	}
-	fakes.Start(t)
-	r.Promote(func(string) {})
-	return r, fakes
+// TestContract checks Do and Undo, in the context WithContext gives them,
+// on a workload of every shape.
+func TestContract(t *testing.T) {
+	bindingtest.CheckContract(t, newConfigBinding(), bindingtest.ContractOptions{WithContext: WithContext})
 }
 
-func deploymentEnvFrom(t *testing.T, fakes *injectiontest.Fakes) []corev1.EnvFromSource {
-	t.Helper()
-	u, err := fakes.Dynamic.Resource(deploymentsGVR).Namespace(ns).Get(t.Context(), "web", metav1.GetOptions{})
+// TestReconcile reconciles one ConfigBinding over the injection fakes, the
+// controller New wires: its ConfigMap and its subject.
+func TestReconcile(t *testing.T) {
+	binding, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
-		t.Fatal(err)
+	deleted := newConfigBinding()
+	deleted.Finalizers = []string{finalizer}
+	deleted.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0)}
+	bound := newDeployment(fromOwnConfigMap)
+	bound.Annotations = map[string]string{duck.BoundAnnotation: "configbindings.bindings.bindkit.dev/cfg:1"}
+
+	tests := []struct {
+		name          string
+		objects       []runtime.Object
+		wantEnvFrom   []corev1.EnvFromSource
+		wantData      map[string]string // of the Binding's ConfigMap; nil for none
+		wantReady     string            // status/reason; empty when the Binding is deleted
+		wantFinalizer bool
+		wantErr       bool
+	}{{
+		name:          "binds the Deployment to a ConfigMap it creates",
+		objects:       []runtime.Object{newConfigBinding(), newDeployment()},
+		wantEnvFrom:   []corev1.EnvFromSource{fromOwnConfigMap},
+		wantData:      map[string]string{"LOG_LEVEL": "debug"},
+		wantReady:     "True/" + duck.ReasonBindingAvailable,
+		wantFinalizer: true,
+	}, {
+		name:          "puts its ConfigMap's data right",
+		objects:       []runtime.Object{newConfigBinding(), newDeployment(), ownedConfigMap(map[string]string{"LOG_LEVEL": "edited"})},
+		wantEnvFrom:   []corev1.EnvFromSource{fromOwnConfigMap},
+		wantData:      map[string]string{"LOG_LEVEL": "debug"},
+		wantReady:     "True/" + duck.ReasonBindingAvailable,
+		wantFinalizer: true,
+	}, {
+		name:          "binds nothing while someone else's ConfigMap has the name",
+		objects:       []runtime.Object{newConfigBinding(), newDeployment(), foreignConfigMap()},
+		wantData:      map[string]string{"MINE": "yes"},
+		wantReady:     "False/" + psbinding.ReasonSubResourcesFailed,
+		wantFinalizer: true,
+		wantErr:       true,
+	}, {
+		name:    "a deleted Binding unbinds, then deletes its ConfigMap",
+		objects: []runtime.Object{deleted, bound, ownedConfigMap(map[string]string{"LOG_LEVEL": "debug"})},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var objects []runtime.Object
+			for _, o := range tc.objects {
+				objects = append(objects, o.DeepCopyObject())
+			}
+			c := bindingtest.NewController(t, binding, bindingtest.ControllerOptions{}, objects...)
+			if err := c.Reconcile(ns, "cfg"); (err != nil) != tc.wantErr {
+				t.Errorf("Reconcile error = %v, want an error: %v", err, tc.wantErr)
+			}
+			d := bindingtest.Get[appsv1.Deployment](t, c, ns, "web")
+			if diff := cmp.Diff(tc.wantEnvFrom, d.Spec.Template.Spec.Containers[0].EnvFrom); diff != "" {
+				t.Errorf("Deployment envFrom (-want +got):\n%s", diff)
+			}
+			cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "configbinding-cfg-bindinguid", metav1.GetOptions{})
+			switch {
+			case tc.wantData == nil && !apierrors.IsNotFound(err):
+				t.Errorf("ConfigMap: %+v, %v, want none", cm, err)
+			case tc.wantData != nil && err != nil:
+				t.Errorf("ConfigMap: %v", err)
+			case tc.wantData != nil:
+				if diff := cmp.Diff(tc.wantData, cm.Data); diff != "" {
+					t.Errorf("ConfigMap data (-want +got):\n%s", diff)
+				}
+			}
+			cb := bindingtest.Get[v1alpha1.ConfigBinding](t, c, ns, "cfg")
+			if got := slices.Contains(cb.Finalizers, finalizer); got != tc.wantFinalizer {
+				t.Errorf("finalizers = %v, want ours: %v", cb.Finalizers, tc.wantFinalizer)
+			}
+			if tc.wantReady != "" {
+				ready := cb.Status.GetCondition(duck.ConditionReady)
+				if ready == nil || string(ready.Status)+"/"+ready.Reason != tc.wantReady {
+					t.Errorf("Ready = %+v, want %s", ready, tc.wantReady)
+				}
+			}
+		})
 	}
-	return d.Spec.Template.Spec.Containers[0].EnvFrom
 }
 
-func TestNewControllerBindsAndOwnsConfigMap(t *testing.T) {
-	r, fakes := setup(t, newConfigBinding(), newDeployment())
-	if err := r.Reconcile(t.Context(), ns+"/cfg"); err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
-	if diff := cmp.Diff([]corev1.EnvFromSource{fromOwnConfigMap}, deploymentEnvFrom(t, fakes)); diff != "" {
-		t.Errorf("Deployment envFrom (-want +got):\n%s", diff)
-	}
-	cm, err := fakes.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "configbinding-cfg-bindinguid", metav1.GetOptions{})
+func TestNewControllerOwnsTheConfigMap(t *testing.T) {
+	binding, err := New()
 	if err != nil {
-		t.Fatalf("ConfigMap: %v", err)
+		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"LOG_LEVEL": "debug"}, cm.Data); diff != "" {
-		t.Errorf("ConfigMap data (-want +got):\n%s", diff)
+	c := bindingtest.NewController(t, binding, bindingtest.ControllerOptions{}, newConfigBinding(), newDeployment())
+	if _, ok := c.Reconciler.SubResourcesReconciler.(*ConfigMapReconciler); !ok || c.Reconciler.WithContext == nil {
+		t.Fatalf("SubResourcesReconciler %T, WithContext set %v: want *ConfigMapReconciler and set", c.Reconciler.SubResourcesReconciler, c.Reconciler.WithContext != nil)
+	}
+	if err := c.Reconcile(ns, "cfg"); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "configbinding-cfg-bindinguid", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != "binding-uid" || owner.Kind != v1alpha1.Kind {
 		t.Errorf("ConfigMap controller = %+v, want the ConfigBinding", owner)
 	}
 }
 
-func TestNewControllerDeletionUnbindsAndDeletesConfigMap(t *testing.T) {
-	b := newConfigBinding()
-	b.Finalizers = []string{finalizer}
-	b.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0)}
-	bound := newDeployment(fromOwnConfigMap)
-	bound.Annotations = map[string]string{duck.BoundAnnotation: "configbindings.bindings.bindkit.dev/cfg:1"}
-	r, fakes := setup(t, b, bound, ownedConfigMap(b.Spec.Data))
-
-	if err := r.Reconcile(t.Context(), ns+"/cfg"); err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
-	if got := deploymentEnvFrom(t, fakes); len(got) != 0 {
-		t.Errorf("Deployment envFrom after deletion = %v, want none", got)
-	}
-	if _, err := fakes.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "configbinding-cfg-bindinguid", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("ConfigMap after deletion: err = %v, want NotFound", err)
-	}
-	u, err := fakes.Dynamic.Resource(v1alpha1.GroupVersionResource()).Namespace(ns).Get(t.Context(), "cfg", metav1.GetOptions{})
+func TestNewWebhookAdmitsWithContext(t *testing.T) {
+	binding, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(u.GetFinalizers(), finalizer) {
-		t.Errorf("finalizers = %v, want ours removed", u.GetFinalizers())
-	}
-}
-
-func TestNewWebhookAdmitsWithContext(t *testing.T) {
-	ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Resources: []injectiontest.Resource{configBindings}}, newConfigBinding())
+	ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Resources: []injectiontest.Resource{{
+		Kind: binding.GVK, Resource: binding.GVR.Resource, Namespaced: true,
+	}}}, newConfigBinding())
 	ctx = injection.WithSystemNamespace(ctx, "bindkit-system")
-	impl := NewWebhook(ctx, nil)
+	impl := binding.Webhook(ctx, nil)
 	ac, ok := impl.Reconciler().(*psbinding.AdmissionController)
 	if !ok {
 		t.Fatalf("Reconciler is %T, want *psbinding.AdmissionController", impl.Reconciler())

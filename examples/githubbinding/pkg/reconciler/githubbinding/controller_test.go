@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +15,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/certificates"
+	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/injection"
@@ -36,97 +36,173 @@ const (
 	systemNamespace = "bindkit-system"
 )
 
-// githubBindings declares the CRD to the fakes, as config/300-githubbinding.yaml
-// does to a cluster.
-var githubBindings = injectiontest.Resource{
-	Kind:       v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.Kind),
-	Resource:   v1alpha1.Resource,
-	Namespaced: true,
-}
-
-var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-
-func newGithubBinding() *v1alpha1.GithubBinding {
+func newGithubBinding(subject tracker.Reference) *v1alpha1.GithubBinding {
 	return &v1alpha1.GithubBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh", Generation: 1, ResourceVersion: "1"},
-		Spec: v1alpha1.GithubBindingSpec{
-			Subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
-			Secret:  corev1.LocalObjectReference{Name: "gh-token"},
-		},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gh", Generation: 1},
+		Spec:       v1alpha1.GithubBindingSpec{Subject: subject, Secret: corev1.LocalObjectReference{Name: "gh-token"}},
 	}
 }
 
-func newDeployment() *appsv1.Deployment {
+func byName(name string) tracker.Reference {
+	return tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: name}
+}
+
+func newDeployment(namespace, name, app string) *appsv1.Deployment {
+	labels := map[string]string{"app": app}
 	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", ResourceVersion: "1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:1"}}},
 			},
 		},
 	}
 }
 
-func TestNewControllerReconcilesThroughFakes(t *testing.T) {
-	ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Resources: []injectiontest.Resource{githubBindings}},
-		newGithubBinding(), newDeployment())
-	ctx = injection.WithSystemNamespace(ctx, systemNamespace)
+// mounted reports whether d's pod template mounts the Binding's Secret.
+func mounted(d *appsv1.Deployment) bool {
+	spec := d.Spec.Template.Spec
+	return slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == v1alpha1.VolumeName }) &&
+		slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == v1alpha1.MountPath })
+}
 
-	impl := NewController(ctx, nil) // the constructors read no ConfigMap
-	r, ok := impl.Reconciler().(*psbinding.BaseReconciler)
-	if !ok {
-		t.Fatalf("Reconciler is %T, want *psbinding.BaseReconciler", impl.Reconciler())
+func readyReason(b *v1alpha1.GithubBinding) string {
+	c := b.Status.GetCondition(duck.ConditionReady)
+	if c == nil {
+		return "no Ready condition"
 	}
-	if diff := cmp.Diff([]string{ControllerName, v1alpha1.GroupVersionResource().String()}, []string{impl.Name(), r.GVR.String()}); diff != "" {
-		t.Errorf("name and GVR (-want +got):\n%s", diff)
-	}
-	fakes.Start(t)
+	return string(c.Status) + "/" + c.Reason
+}
 
-	var promoted []string
-	r.Promote(func(key string) { promoted = append(promoted, key) })
-	if diff := cmp.Diff([]string{ns + "/gh"}, promoted); diff != "" {
-		t.Errorf("keys enqueued on promotion (-want +got):\n%s", diff)
-	}
-	if err := r.Reconcile(ctx, ns+"/gh"); err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
-
-	u, err := fakes.Dynamic.Resource(deploymentsGVR).Namespace(ns).Get(ctx, "web", metav1.GetOptions{})
+// TestReconcile reconciles one GithubBinding over the injection fakes and
+// checks which Deployments it bound and what its Ready condition says.
+func TestReconcile(t *testing.T) {
+	binding, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &got); err != nil {
-		t.Fatal(err)
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	tests := []struct {
+		name        string
+		binding     *v1alpha1.GithubBinding
+		deployments []*appsv1.Deployment
+		wantBound   []string // namespace/name of the Deployments bound afterwards
+		wantReady   string   // status/reason
+		wantErr     bool
+	}{{
+		name:        "a Deployment by name",
+		binding:     newGithubBinding(byName("web")),
+		deployments: []*appsv1.Deployment{newDeployment(ns, "web", "web"), newDeployment(ns, "db", "db")},
+		wantBound:   []string{"shop/web"},
+		wantReady:   "True/" + duck.ReasonBindingAvailable,
+	}, {
+		name:    "every Deployment a selector matches",
+		binding: newGithubBinding(tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Selector: sel}),
+		deployments: []*appsv1.Deployment{newDeployment(ns, "web-1", "web"), newDeployment(ns, "web-2", "web"),
+			newDeployment(ns, "db", "db"), newDeployment("other", "web-3", "web")},
+		wantBound: []string{"shop/web-1", "shop/web-2"},
+		wantReady: "True/" + duck.ReasonBindingAvailable,
+	}, {
+		name:        "a subject in another namespace is refused",
+		binding:     newGithubBinding(tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "other", Name: "web"}),
+		deployments: []*appsv1.Deployment{newDeployment("other", "web", "web")},
+		wantReady:   "False/" + psbinding.ReasonSubjectOutsideNamespace,
+		wantErr:     true,
+	}, {
+		name:        "a subject without a name or selector is refused",
+		binding:     newGithubBinding(tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment"}),
+		deployments: []*appsv1.Deployment{newDeployment(ns, "web", "web")},
+		wantReady:   "False/" + psbinding.ReasonSubjectInvalid,
+		wantErr:     true,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objects := []runtime.Object{tc.binding}
+			for _, d := range tc.deployments {
+				objects = append(objects, d)
+			}
+			c := bindingtest.NewController(t, binding, bindingtest.ControllerOptions{}, objects...)
+			err := c.Reconcile(ns, "gh")
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Reconcile error = %v, want an error: %v", err, tc.wantErr)
+			}
+			if tc.wantErr && !controller.IsPermanentError(err) {
+				t.Errorf("Reconcile error %v is not permanent: a Binding that cannot work would retry forever", err)
+			}
+			var bound []string
+			for _, d := range tc.deployments {
+				if mounted(bindingtest.Get[appsv1.Deployment](t, c, d.Namespace, d.Name)) {
+					bound = append(bound, d.Namespace+"/"+d.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.wantBound, bound); diff != "" {
+				t.Errorf("bound Deployments (-want +got):\n%s", diff)
+			}
+			if got := readyReason(bindingtest.Get[v1alpha1.GithubBinding](t, c, ns, "gh")); got != tc.wantReady {
+				t.Errorf("Ready = %s, want %s", got, tc.wantReady)
+			}
+		})
 	}
-	want := newDeployment().Spec.Template.Spec
-	want.Volumes = []corev1.Volume{{Name: v1alpha1.VolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "gh-token"}}}}
-	want.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: v1alpha1.VolumeName, MountPath: v1alpha1.MountPath, ReadOnly: true}}
-	if diff := cmp.Diff(want, got.Spec.Template.Spec); diff != "" {
-		t.Errorf("Deployment pod spec after reconcile (-want +got):\n%s", diff)
-	}
+}
 
-	ub, err := fakes.Dynamic.Resource(v1alpha1.GroupVersionResource()).Namespace(ns).Get(ctx, "gh", metav1.GetOptions{})
+// TestReconcileDeletedBindingUnbinds binds a Deployment, marks the Binding
+// deleted, and checks the next reconcile unbinds the Deployment and lets go
+// of the Binding.
+func TestReconcileDeletedBindingUnbinds(t *testing.T) {
+	binding, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var binding v1alpha1.GithubBinding
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ub.Object, &binding); err != nil {
+	c := bindingtest.NewController(t, binding, bindingtest.ControllerOptions{}, newGithubBinding(byName("web")), newDeployment(ns, "web", "web"))
+	if err := c.Reconcile(ns, "gh"); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(binding.Finalizers, "bindings.bindkit.dev/githubbindings") {
-		t.Errorf("finalizers = %v, want the reconciler's", binding.Finalizers)
+	if !mounted(bindingtest.Get[appsv1.Deployment](t, c, ns, "web")) {
+		t.Fatal("Deployment web not bound")
 	}
-	if !binding.Status.IsReady() {
-		t.Errorf("status not Ready: %+v", binding.Status)
+
+	// The fakes know no finalizers: mark the Binding deleted as the API
+	// server does while one is left.
+	gh := bindingtest.Get[v1alpha1.GithubBinding](t, c, ns, "gh")
+	gh.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(gh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Dynamic.Resource(binding.GVR).Namespace(ns).Update(c.Context, &unstructured.Unstructured{Object: content}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lister := injection.TypedInformerFor[v1alpha1.GithubBinding](c.Context, binding.GVR).Lister()
+	err = wait.PollUntilContextTimeout(c.Context, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		got, err := lister.Get(ns, "gh")
+		return err == nil && got.DeletionTimestamp != nil, nil
+	})
+	if err != nil {
+		t.Fatal("the informer never saw the deletion")
+	}
+
+	if err := c.Reconcile(ns, "gh"); err != nil {
+		t.Fatal(err)
+	}
+	d := bindingtest.Get[appsv1.Deployment](t, c, ns, "web")
+	if mounted(d) || len(d.Spec.Template.Spec.Volumes) != 0 {
+		t.Errorf("Deployment web still bound after its Binding's deletion: %+v", d.Spec.Template.Spec)
+	}
+	if bound := duck.BoundOf(d.Annotations); len(bound) != 0 {
+		t.Errorf("Deployment web still records %v", bound)
+	}
+	if f := bindingtest.Get[v1alpha1.GithubBinding](t, c, ns, "gh").Finalizers; len(f) != 0 {
+		t.Errorf("finalizers left on the deleted Binding: %v", f)
 	}
 }
 
 func TestNewWebhookAdmitsAndProgramsConfiguration(t *testing.T) {
+	binding, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	caBundle := []byte("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n")
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: webhook.DefaultSecretName},
@@ -140,11 +216,14 @@ func TestNewWebhookAdmitsAndProgramsConfiguration(t *testing.T) {
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: systemNamespace, Name: "webhook", Path: &path}},
 		}},
 	}
-	ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Resources: []injectiontest.Resource{githubBindings}},
-		newGithubBinding(), secret, config)
+	gh := newGithubBinding(byName("web"))
+	gh.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.Kind}
+	ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Resources: []injectiontest.Resource{{
+		Kind: binding.GVK, Resource: binding.GVR.Resource, Namespaced: true,
+	}}}, gh, secret, config)
 	ctx = injection.WithSystemNamespace(ctx, systemNamespace)
 
-	impl := NewWebhook(ctx, nil)
+	impl := binding.Webhook(ctx, nil)
 	ac, ok := impl.Reconciler().(*psbinding.AdmissionController)
 	if !ok {
 		t.Fatalf("Reconciler is %T, want *psbinding.AdmissionController", impl.Reconciler())
@@ -180,7 +259,9 @@ func TestNewWebhookAdmitsAndProgramsConfiguration(t *testing.T) {
 		t.Errorf("service path = %q, want %q", got, WebhookPath)
 	}
 
-	raw, err := json.Marshal(newDeployment())
+	d := newDeployment(ns, "web", "web")
+	d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+	raw, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,35 +289,3 @@ func TestNewWebhookAdmitsAndProgramsConfiguration(t *testing.T) {
 		t.Errorf("admission patch (-want +got):\n%s\npatch: %s", diff, resp.Patch)
 	}
 }
-
-func TestListAllListsEveryGithubBinding(t *testing.T) {
-	other := newGithubBinding()
-	other.Namespace, other.Name = "other", "gh2"
-	ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Resources: []injectiontest.Resource{githubBindings}},
-		newGithubBinding(), other)
-	var added atomic.Int32
-	list := ListAll(ctx, cache.ResourceEventHandlerFuncs{AddFunc: func(any) { added.Add(1) }})
-	fakes.Start(t)
-	bindings, err := list()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, b := range bindings {
-		keys = append(keys, b.GetNamespace()+"/"+b.GetName())
-	}
-	slices.Sort(keys)
-	if diff := cmp.Diff([]string{"other/gh2", ns + "/gh"}, keys); diff != "" {
-		t.Errorf("ListAll (-want +got):\n%s", diff)
-	}
-	// Handlers hear of the cache's content after it has synced.
-	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return added.Load() == 2, nil
-	})
-	if err != nil {
-		t.Errorf("handler saw %d adds, want 2", added.Load())
-	}
-}
-
-// Bindings from ListAll must satisfy what the admission index reads.
-var _ duck.Bindable = (*v1alpha1.GithubBinding)(nil)

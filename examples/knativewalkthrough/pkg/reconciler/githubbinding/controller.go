@@ -17,6 +17,7 @@ import (
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/tracker"
+	"github.com/bindkit/bindkit/wiring"
 )
 
 const controllerAgentName = "githubbinding-controller"
@@ -54,6 +55,9 @@ func NewController(
 		Mapper: injection.RESTMapper(ctx),
 		Recorder: record.NewBroadcaster().NewRecorder(
 			scheme.Scheme, corev1.EventSource{Component: controllerAgentName}),
+		// knative: no ExcludedNamespaces; bindkit's reconciler acts nowhere
+		// its webhook is not called (the system and kube-* namespaces).
+		ExcludedNamespaces: wiring.ExcludedNamespaces(ctx),
 	}
 	logger = logger.Named("GithubBindings")
 	impl := controller.NewContext(ctx, c, controller.ControllerOptions{WorkQueueName: "GithubBinding", Logger: logger})
@@ -81,7 +85,9 @@ func NewController(
 
 // NewWebhook returns the admission controller of GithubBindings.
 func NewWebhook(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
-	return psbinding.NewAdmissionController(ctx,
+	// knative: psbinding.NewAdmissionController; bindkit keeps the
+	// constructors that read the context in package wiring.
+	return wiring.NewAdmissionController(ctx,
 		WebhookName, // the MutatingWebhookConfiguration to program
 		WebhookPath, // where the webhook server routes this kind
 		ListAll,     // every GithubBinding, for the index and the rules

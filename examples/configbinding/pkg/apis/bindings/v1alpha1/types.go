@@ -10,7 +10,12 @@ import (
 // ConfigBinding exposes Spec.Data as environment variables in every
 // container of the workloads Spec.Subject names.
 //
-// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=bindings
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConfigBinding struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -25,6 +30,9 @@ type ConfigBindingSpec struct {
 	// Binding's own.
 	Subject tracker.Reference `json:"subject"`
 	// Data are the environment variables, name to value.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$'))",message="keys must be valid environment variable names"
 	Data map[string]string `json:"data,omitempty"`
 }
 
@@ -35,7 +43,7 @@ type ConfigBindingStatus struct {
 
 // ConfigBindingList is a list of ConfigBindings.
 //
-// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
 type ConfigBindingList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`

@@ -5,11 +5,12 @@
 //
 // The Go types are all a Binding author writes by hand: GithubBinding with
 // its Spec and Status (duck.Status inline), GetSubject, GetBindingStatus, Do
-// and Undo. The deep-copy methods in zz_generated.deepcopy.go are generated
-// by deepcopy-gen from the markers below (`make generate`); there is no
+// and Undo. The deep-copy methods in zz_generated.deepcopy.go are generated,
+// with config/300-githubbinding.yaml, by `bindkit generate` (controller-gen)
+// from the markers below (`make generate`); there is no
 // generated clientset, informer or lister, because bindkit's injection
 // package serves custom resources through the dynamic client.
 //
-// +k8s:deepcopy-gen=package
+// +kubebuilder:object:generate=true
 // +groupName=bindings.bindkit.dev
 package v1alpha1

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/tracker"
 )
@@ -38,6 +39,12 @@ var (
 		return corev1.Volume{Name: VolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name, DefaultMode: mode}}}
 	}
 )
+
+// TestContract checks Do and Undo on a workload of every shape, through the
+// conversions and patches the framework applies.
+func TestContract(t *testing.T) {
+	bindingtest.CheckContract(t, newBinding("gh-token"), bindingtest.ContractOptions{})
+}
 
 func TestDo(t *testing.T) {
 	tests := []struct {

@@ -11,7 +11,12 @@ import (
 // GithubBinding mounts the Secret Spec.Secret names into every container
 // and init container of the workloads Spec.Subject names.
 //
-// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=bindings
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type GithubBinding struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -21,6 +26,8 @@ type GithubBinding struct {
 }
 
 // GithubBindingSpec is what a user asks of a GithubBinding.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.secret.name) && size(self.secret.name) > 0",message="spec.secret.name is required"
 type GithubBindingSpec struct {
 	// Subject names the workloads to bind: one by name, or all that match a
 	// label selector. An empty namespace means the Binding's own.
@@ -38,7 +45,7 @@ type GithubBindingStatus struct {
 
 // GithubBindingList is a list of GithubBindings.
 //
-// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
 type GithubBindingList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`

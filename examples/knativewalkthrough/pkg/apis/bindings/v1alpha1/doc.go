@@ -1,6 +1,6 @@
 // Package v1alpha1 is the walkthrough's GithubBinding API, group
 // walkthrough.bindkit.dev, version v1alpha1.
 //
-// +k8s:deepcopy-gen=package
+// +kubebuilder:object:generate=true
 // +groupName=walkthrough.bindkit.dev
 package v1alpha1

@@ -1,0 +1,37 @@
+// Package bindingtest tests a Binding kind from its author's module, at
+// three levels:
+//
+//   - CheckContract checks Do and Undo alone, on a workload of every shape
+//     bindkit binds (Subjects: Deployment, StatefulSet, DaemonSet,
+//     ReplicaSet, Job, CronJob, Pod and a custom resource), through the
+//     same conversions and JSON patches the framework applies: Do is
+//     idempotent, Undo restores, Undo of an unbound subject changes
+//     nothing, and fields Go's types do not know survive. Failures show
+//     the diff.
+//   - NewController runs the kind's controller over the injection fakes
+//     (package injectiontest), for table-driven reconciler tests: seed
+//     objects, Reconcile a Binding, Get what it wrote.
+//   - Run runs the kind's controller and webhook in the test's process,
+//     under sharedmain.Run as a binary's main runs them, against a real
+//     etcd and kube-apiserver from package envtest, which call the webhook
+//     over TLS.
+//
+// A real-apiserver test, whole:
+//
+//	var controlPlane = envtest.Shared{Options: envtest.Options{
+//		CRDPaths: []string{"../../config/300-envbinding.yaml"},
+//	}}
+//
+//	func TestMain(m *testing.M) { controlPlane.Main(m) }
+//
+//	func TestEnvBinding(t *testing.T) {
+//		env := controlPlane.Env(t)
+//		binding, err := wiring.New[v1alpha1.EnvBinding](v1alpha1.GroupVersionResource(), wiring.Options{})
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		bindingtest.Run(t, env, bindingtest.RunOptions{Bindings: []*wiring.Binding{binding}})
+//		ns := env.CreateNamespace(t, "test-")
+//		// create a Deployment and an EnvBinding in ns, wait until it is bound
+//	}
+package bindingtest

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/bindkit/bindkit/envtest"
+)
+
+// buildModules holds, per supported minor, the go.mod and go.sum of the
+// module the control plane is built in: copies of bindkit's tools modules
+// (hack/tools for the newest minor, hack/tools/k8s1NN for the others), which
+// `make tools` builds bin/ from, so an author's binaries are the ones bindkit
+// is tested against. TestBuildModulesAreTheToolsModules keeps them equal.
+// They are named .txt because a go.mod would make the directory a module of
+// its own, which go:embed cannot reach into.
+//
+//go:embed controlplane
+var buildModules embed.FS
+
+// controlPlanePackages are the packages one `go build` builds in a build
+// module, so the packages they share are compiled once.
+var controlPlanePackages = []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "./etcd"}
+
+func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
+	minor := fs.String("minor", "", "build only this Kubernetes `minor` (one of "+strings.Join(envtest.SupportedMinors(), ", ")+"); default every one")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: bindkit controlplane [flags]
+
+Builds etcd, kube-apiserver and kube-controller-manager of every Kubernetes
+minor bindkit supports from the Go module proxy, with progress output, into
+the user cache directory where package envtest looks for them (envtest.CacheDir,
+e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.1-etcd-v3.7.3 on Linux).
+A minor whose binaries are there is not built again. A first build takes about
+6 minutes a minor on 2 idle cores.
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bindkit controlplane: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	releases := envtest.Releases()
+	if *minor != "" {
+		r, err := envtest.ReleaseOf(*minor)
+		if err != nil {
+			return err
+		}
+		releases = []envtest.Release{r}
+	}
+	for _, r := range releases {
+		dir, err := envtest.CacheDir(r)
+		if err != nil {
+			return err
+		}
+		if missing := missingBinaries(dir); len(missing) == 0 {
+			fmt.Fprintf(stdout, "Kubernetes %s and etcd %s are in %s\n", r.Kubernetes, r.Etcd, dir)
+			continue
+		}
+		if err := buildControlPlane(ctx, r, dir, stdout); err != nil {
+			return fmt.Errorf("building Kubernetes %s into %s: %w", r.Kubernetes, dir, err)
+		}
+	}
+	return nil
+}
+
+// missingBinaries returns the control-plane executables dir lacks.
+func missingBinaries(dir string) []string {
+	var missing []string
+	for _, name := range envtest.Binaries() {
+		info, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+// writeBuildModule writes release's build module into dir.
+func writeBuildModule(r envtest.Release, dir string) error {
+	files := map[string]string{
+		"go.mod":       "controlplane/" + r.Minor + "/go.mod.txt",
+		"go.sum":       "controlplane/" + r.Minor + "/go.sum.txt",
+		"etcd/main.go": "controlplane/etcd.go.txt",
+	}
+	for dst, src := range files {
+		data, err := buildModules.ReadFile(src)
+		if err != nil {
+			return fmt.Errorf("Kubernetes %s: no build module: %w", r.Minor, err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(dst)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildControlPlane builds release's binaries into dir: in a build module
+// beside it, into a staging directory renamed to dir at the end, so an
+// interrupted build leaves no half set that Start would take for whole.
+func buildControlPlane(ctx context.Context, r envtest.Release, dir string, stdout io.Writer) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(filepath.Dir(dir), ".build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	module, staging := filepath.Join(work, "module"), filepath.Join(work, "bin")
+	if err := writeBuildModule(r, module); err != nil {
+		return err
+	}
+	released, err := releaseTime(ctx, module)
+	if err != nil {
+		return err
+	}
+	total, err := countPackages(ctx, module)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "building Kubernetes %s (kube-apiserver, kube-controller-manager) and etcd %s into %s\n", r.Kubernetes, r.Etcd, dir)
+	fmt.Fprintf(stdout, "  %d packages; a first build takes about 6 minutes on 2 idle cores, later ones reuse the Go build cache\n", total)
+	args := []string{"build", "-v", "-ldflags", "-s -w" + versionStamp(r.Kubernetes, released), "-o", staging + string(filepath.Separator)}
+	cmd := exec.CommandContext(ctx, "go", append(args, controlPlanePackages...)...)
+	cmd.Dir = module
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var messages bytes.Buffer
+	reportProgress(out, total, start, stdout, &messages)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, messages.Bytes())
+	}
+	if missing := missingBinaries(staging); len(missing) > 0 {
+		return fmt.Errorf("go build made no %s", strings.Join(missing, ", "))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Rename(staging, dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "built Kubernetes %s into %s in %s\n", r.Kubernetes, dir, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// packageLine is how `go build -v` names a package it builds; any other
+// line on its standard error is a message.
+var packageLine = regexp.MustCompile(`^[A-Za-z0-9_./~-]+$`)
+
+// reportProgress reads `go build -v` output, printing a progress line to
+// stdout at most every 30 seconds, and keeps every other line in messages.
+func reportProgress(r io.Reader, total int, start time.Time, stdout io.Writer, messages *bytes.Buffer) {
+	s := bufio.NewScanner(r)
+	n, last := 0, start
+	for s.Scan() {
+		line := s.Text()
+		if !packageLine.MatchString(line) {
+			messages.WriteString(line + "\n")
+			continue
+		}
+		n++
+		if now := time.Now(); now.Sub(last) >= 30*time.Second {
+			last = now
+			fmt.Fprintf(stdout, "  %d/%d packages, %s\n", n, total, now.Sub(start).Round(time.Second))
+		}
+	}
+}
+
+// versionStamp is the -ldflags that give the Kubernetes binaries the version
+// a release build has, so /version reports it (envtest checks it).
+func versionStamp(version string, released time.Time) string {
+	m := regexp.MustCompile(`^v([0-9]+)\.([0-9]+)\.[0-9]+$`).FindStringSubmatch(version)
+	if m == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		fmt.Fprintf(&b, " -X %[1]s.gitMajor=%[2]s -X %[1]s.gitMinor=%[3]s -X %[1]s.gitVersion=%[4]s -X %[1]s.gitTreeState=clean -X %[1]s.buildDate=%[5]s",
+			pkg, m[1], m[2], version, released.UTC().Format(time.RFC3339))
+	}
+	return b.String()
+}
+
+// releaseTime returns when the build module's k8s.io/kubernetes was
+// published, the build date a release build stamps.
+func releaseTime(ctx context.Context, module string) (time.Time, error) {
+	out, err := goIn(ctx, module, "list", "-m", "-f", "{{.Time.UTC.Format \"2006-01-02T15:04:05Z\"}}", "k8s.io/kubernetes")
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339, strings.TrimSpace(out))
+}
+
+// countPackages returns how many packages the build compiles, for progress.
+func countPackages(ctx context.Context, module string) (int, error) {
+	out, err := goIn(ctx, module, append([]string{"list", "-deps"}, controlPlanePackages...)...)
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(out, "\n"), nil
+}
+
+func goIn(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", errors.Join(fmt.Errorf("go %s: %w", strings.Join(args, " "), err), errors.New(strings.TrimSpace(stderr.String())))
+	}
+	return string(out), nil
+}

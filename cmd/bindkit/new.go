@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"flag"
+	"fmt"
+	"go/format"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"text/template"
+)
+
+// scaffold holds the files `bindkit new` writes, as text/templates of
+// scaffoldData, each at its path in the new module plus ".tmpl".
+//
+//go:embed scaffold
+var scaffold embed.FS
+
+// bindkitModule is the framework's module path.
+const bindkitModule = "github.com/bindkit/bindkit"
+
+// scaffoldData is what the scaffold's templates are executed with.
+type scaffoldData struct {
+	// Module is the new module's path, e.g. example.com/envbinding.
+	Module string
+	// Package is the name of the module's root package, which wires the
+	// kind: Kind in lower case, e.g. envbinding.
+	Package string
+	// Kind is the Binding's kind, e.g. EnvBinding; Lower is it in lower
+	// case, Resource its plural, e.g. envbindings.
+	Kind, Lower, Resource string
+	// Group is the API group, e.g. bindings.example.com.
+	Group string
+	// Component names the controller's process and its Deployment,
+	// ServiceAccount and roles, e.g. envbinding-controller; Namespace is
+	// where it runs, e.g. envbinding-system.
+	Component, Namespace string
+	// WebhookConfiguration is the MutatingWebhookConfiguration's name,
+	// wiring.New's default: <Resource>.<Group>.
+	WebhookConfiguration string
+	// CRDFile is the CRD's file name in config/.
+	CRDFile string
+}
+
+var (
+	kindPattern  = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	groupPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$`)
+)
+
+// newScaffoldData validates the flags of `bindkit new` into scaffoldData.
+func newScaffoldData(module, kind, group string) (scaffoldData, error) {
+	switch {
+	case module == "":
+		return scaffoldData{}, errors.New("-module is required: the new module's path, e.g. example.com/envbinding")
+	case strings.ContainsAny(module, " \t\\") || strings.HasPrefix(module, "/") || strings.HasSuffix(module, "/"):
+		return scaffoldData{}, fmt.Errorf("-module %q is not a module path, e.g. example.com/envbinding", module)
+	case kind == "":
+		return scaffoldData{}, errors.New("-kind is required: the Binding's kind, e.g. EnvBinding")
+	case !kindPattern.MatchString(kind):
+		return scaffoldData{}, fmt.Errorf("-kind %q: want an upper-case letter, then letters and digits, e.g. EnvBinding", kind)
+	}
+	lower := strings.ToLower(kind)
+	if group == "" {
+		group = "bindings." + strings.SplitN(module, "/", 2)[0]
+		if !strings.Contains(group[len("bindings."):], ".") {
+			group = "bindings.example.com"
+		}
+	}
+	if !groupPattern.MatchString(group) || len(group) > 253 {
+		return scaffoldData{}, fmt.Errorf("-group %q: want a DNS subdomain with a dot, e.g. bindings.example.com", group)
+	}
+	resource := lower + "s"
+	if strings.HasSuffix(lower, "s") {
+		resource = lower + "es"
+	}
+	return scaffoldData{
+		Module:               module,
+		Package:              lower,
+		Kind:                 kind,
+		Lower:                lower,
+		Resource:             resource,
+		Group:                group,
+		Component:            lower + "-controller",
+		Namespace:            lower + "-system",
+		WebhookConfiguration: resource + "." + group,
+		CRDFile:              CRDFileName(lower),
+	}, nil
+}
+
+func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet("new", flag.ContinueOnError)
+	module := flags.String("module", "", "the new module's `path`, e.g. example.com/envbinding (required)")
+	kind := flags.String("kind", "", "the Binding's `kind`, e.g. EnvBinding (required)")
+	group := flags.String("group", "", "the API `group`; default bindings.<the module path's first element>, or bindings.example.com")
+	dir := flags.String("dir", "", "the `directory` to create; default the module path's last element")
+	replace := flags.String("replace", "", "a `directory` holding a bindkit checkout that the new module's go.mod replaces bindkit with (for bindkit's own tests)")
+	flags.Usage = func() {
+		fmt.Fprintln(stderr, `usage: bindkit new -module PATH -kind KIND [flags]
+
+Creates a Binding module in a new directory: the kind's Go type with Do and
+Undo to fill in (apis/v1alpha1), its generated deep copies and CRD, its wiring
+(one wiring.New call) and main, config/ to deploy it with least-privilege
+RBAC, a contract test (bindingtest.CheckContract) and a test against a real
+kube-apiserver (envtest, bindingtest.Run). Every test passes as generated;
+the real-apiserver test needs the control plane, built once with
+"go tool bindkit controlplane". bindkit is a tool of the module, so
+"go tool bindkit generate" regenerates the code and CRD after you change
+the types.
+
+Flags:`)
+		flags.PrintDefaults()
+	}
+	if err := parse(flags, args, stderr); err != nil {
+		return err
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(stderr, "bindkit new: unexpected arguments %q\n", flags.Args())
+		return errUsage
+	}
+	data, err := newScaffoldData(*module, *kind, *group)
+	if err != nil {
+		return err
+	}
+	if *dir == "" {
+		*dir = path.Base(*module)
+	}
+	if _, err := os.Stat(*dir); err == nil {
+		return fmt.Errorf("%s exists; bindkit new creates a new directory", *dir)
+	}
+	if err := writeScaffold(*dir, data); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "created %s (module %s, kind %s, group %s)\n", *dir, data.Module, data.Kind, data.Group)
+	if err := initModule(ctx, *dir, data.Module, *replace, stdout, stderr); err != nil {
+		return fmt.Errorf("%s: %w", *dir, err)
+	}
+	if err := generate(ctx, *dir, nil, "config", "", false, stdout, stderr); err != nil {
+		return fmt.Errorf("%s: %w", *dir, err)
+	}
+	fmt.Fprintf(stdout, `
+next:
+  cd %s
+  edit apis/v1alpha1/types.go: the spec's fields, Do and Undo
+  go tool bindkit generate        # deep copies and config/%s
+  go tool bindkit controlplane    # once: etcd and kube-apiserver for the tests
+  go test ./...
+`, *dir, data.CRDFile)
+	return nil
+}
+
+// writeScaffold executes the scaffold's templates with data into dir, and
+// gofmts the Go files.
+func writeScaffold(dir string, data scaffoldData) error {
+	return fs.WalkDir(scaffold, "scaffold", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		text, err := scaffold.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimSuffix(strings.TrimPrefix(name, "scaffold/"), ".tmpl")
+		tmpl, err := template.New(rel).Option("missingkey=error").Parse(string(text))
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		if err := tmpl.Execute(&out, data); err != nil {
+			return err
+		}
+		content := out.Bytes()
+		if strings.HasSuffix(rel, ".go") {
+			if content, err = format.Source(content); err != nil {
+				return fmt.Errorf("scaffold %s: %w", rel, err)
+			}
+		}
+		target := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(target, content, 0o644)
+	})
+}
+
+// initModule makes dir a module that requires bindkit (the version running,
+// else the latest; or the checkout replace names) with cmd/bindkit as a
+// tool, and resolves its dependencies.
+func initModule(ctx context.Context, dir, module, replace string, stdout, stderr io.Writer) error {
+	tool := bindkitModule + "/cmd/bindkit"
+	steps := [][]string{{"mod", "init", module}}
+	if replace != "" {
+		abs, err := filepath.Abs(replace)
+		if err != nil {
+			return err
+		}
+		steps = append(steps, []string{"mod", "edit", "-require=" + bindkitModule + "@v0.0.0-00010101000000-000000000000", "-replace=" + bindkitModule + "=" + abs, "-tool=" + tool})
+	} else {
+		version := "latest"
+		if info, ok := debug.ReadBuildInfo(); ok && info.Main.Path == bindkitModule && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			version = info.Main.Version
+		}
+		steps = append(steps, []string{"get", "-tool", tool + "@" + version})
+	}
+	steps = append(steps, []string{"mod", "tidy"})
+	for _, args := range steps {
+		fmt.Fprintf(stdout, "go %s\n", strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package envtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// BinDirEnv names the environment variable that overrides where the
+// control-plane binaries are looked for: a directory holding the newest
+// minor's binaries, and every other minor's in a subdirectory named after
+// it (v1.36), as bindkit's `make tools` lays out its bin/ directory.
+const BinDirEnv = "BINDKIT_BIN_DIR"
+
+// KubeMinorEnv names the environment variable that picks the Kubernetes
+// minor Start runs when Options.KubeMinor is empty, for example "1.36".
+const KubeMinorEnv = "BINDKIT_KUBE_MINOR"
+
+// Release is one supported Kubernetes minor and the exact versions its
+// control plane is built from.
+type Release struct {
+	// Minor is the Kubernetes minor, such as "1.37".
+	Minor string
+	// Kubernetes is the k8s.io/kubernetes version of kube-apiserver and
+	// kube-controller-manager, such as "v1.37.1".
+	Kubernetes string
+	// Etcd is the go.etcd.io/etcd/server/v3 version of etcd.
+	Etcd string
+}
+
+// Releases returns the Kubernetes minors bindkit is tested against, newest
+// first, with the versions of their binaries: those bindkit's tools
+// modules (hack/tools) pin, and those `bindkit controlplane` builds.
+func Releases() []Release {
+	return []Release{
+		{Minor: "1.37", Kubernetes: "v1.37.1", Etcd: "v3.7.3"},
+		{Minor: "1.36", Kubernetes: "v1.36.4", Etcd: "v3.6.8"},
+	}
+}
+
+// ReleaseOf returns the release of a supported minor ("1.36" or "v1.36").
+func ReleaseOf(minor string) (Release, error) {
+	minor = strings.TrimPrefix(minor, "v")
+	for _, r := range Releases() {
+		if r.Minor == minor {
+			return r, nil
+		}
+	}
+	return Release{}, fmt.Errorf("Kubernetes %s is not supported; supported: %s", minor, strings.Join(SupportedMinors(), ", "))
+}
+
+// NewestMinor is the newest Kubernetes minor bindkit is tested against, the
+// one Start runs by default.
+const NewestMinor = "1.37"
+
+// SupportedMinors returns the Kubernetes minors bindkit is tested against,
+// newest first.
+func SupportedMinors() []string {
+	var out []string
+	for _, r := range Releases() {
+		out = append(out, r.Minor)
+	}
+	return out
+}
+
+// The executables Start needs in the bin directory.
+const (
+	etcdBinary              = "etcd"
+	apiServerBinary         = "kube-apiserver"
+	controllerManagerBinary = "kube-controller-manager"
+)
+
+// Binaries returns the names of the executables of a control plane, each
+// built into the same directory.
+func Binaries() []string {
+	return []string{apiServerBinary, controllerManagerBinary, etcdBinary}
+}
+
+// BuildCommand is the command that builds the control plane of every
+// supported minor into the user cache directory (CacheDir), from the Go
+// module proxy, run from a module that requires bindkit.
+const BuildCommand = "go run github.com/bindkit/bindkit/cmd/bindkit controlplane"
+
+// CacheDir returns where `bindkit controlplane` puts the binaries of
+// release, and where Start looks for them when neither Options.BinDir nor
+// BinDirEnv says otherwise: <user cache directory>/bindkit/controlplane/
+// kubernetes-<version>-etcd-<version>, e.g. on Linux
+// ~/.cache/bindkit/controlplane/kubernetes-v1.37.1-etcd-v3.7.3. Each
+// release has a directory of its own, so upgrading bindkit builds the new
+// release beside the old one rather than over it.
+func CacheDir(release Release) (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("user cache directory: %w", err)
+	}
+	return filepath.Join(base, "bindkit", "controlplane", "kubernetes-"+release.Kubernetes+"-etcd-"+release.Etcd), nil
+}
+
+var minorPattern = regexp.MustCompile(`^1\.[0-9]+$`)
+
+// resolveMinor returns minor, else $BINDKIT_KUBE_MINOR, else NewestMinor.
+func resolveMinor(minor string) (string, error) {
+	if minor == "" {
+		minor = os.Getenv(KubeMinorEnv)
+	}
+	if minor == "" {
+		return NewestMinor, nil
+	}
+	minor = strings.TrimPrefix(minor, "v")
+	if !minorPattern.MatchString(minor) {
+		return "", fmt.Errorf("Kubernetes minor %q (Options.KubeMinor or %s): want the form 1.36", minor, KubeMinorEnv)
+	}
+	return minor, nil
+}
+
+// resolveBinDir returns the directory that holds the binaries of minor,
+// after checking that every binary in names is there:
+//
+//   - given dir, else $BINDKIT_BIN_DIR: that directory for the newest
+//     minor, its subdirectory v<minor> for any other;
+//   - else the minor's CacheDir.
+//
+// A missing binary is reported as ErrBinariesMissing, with how to build it.
+func resolveBinDir(dir, minor string, names []string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv(BinDirEnv)
+	}
+	howToBuild := fmt.Sprintf("build them with `%s` (once: about 6 minutes a minor on 2 cores), or set %s", BuildCommand, BinDirEnv)
+	switch {
+	case dir != "" && minor != NewestMinor:
+		dir = filepath.Join(dir, "v"+minor)
+		howToBuild = fmt.Sprintf("%s is set: put Kubernetes %s's binaries in %s (bindkit's own repository: `make tools`)", BinDirEnv, minor, dir)
+	case dir != "":
+		howToBuild = fmt.Sprintf("%s is set: put Kubernetes %s's binaries there (bindkit's own repository: `make tools`)", BinDirEnv, minor)
+	default:
+		release, err := ReleaseOf(minor)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrBinariesMissing, err)
+		}
+		if dir, err = CacheDir(release); err != nil {
+			return "", fmt.Errorf("%w: %v; set %s", ErrBinariesMissing, err, BinDirEnv)
+		}
+	}
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		info, err := os.Stat(path)
+		if err != nil {
+			return "", fmt.Errorf("%w: Kubernetes %s: %s: %v; %s", ErrBinariesMissing, minor, path, errors.Unwrap(err), howToBuild)
+		}
+		if info.IsDir() || info.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("%w: %s is not an executable file", ErrBinariesMissing, path)
+		}
+	}
+	return dir, nil
+}

@@ -1,0 +1,72 @@
+package envtest_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bindkit/bindkit/envtest"
+)
+
+// TestReleasesAreTheToolsModules: the versions envtest names (and `bindkit
+// controlplane` builds into the cache) are those the repository's tools
+// modules build into bin/ (hack/tools for the newest minor, hack/tools/k8s1NN
+// for the others), so a Binding author tests against what bindkit is
+// tested against.
+func TestReleasesAreTheToolsModules(t *testing.T) {
+	var got []envtest.Release
+	for _, minor := range envtest.SupportedMinors() {
+		dir := filepath.Join("..", "hack", "tools")
+		if minor != envtest.NewestMinor {
+			dir = filepath.Join(dir, "k8s"+strings.ReplaceAll(minor, ".", ""))
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, envtest.Release{
+			Minor:      minor,
+			Kubernetes: requirement(t, data, "k8s.io/kubernetes"),
+			Etcd:       requirement(t, data, "go.etcd.io/etcd/server/v3"),
+		})
+	}
+	if diff := cmp.Diff(got, envtest.Releases()); diff != "" {
+		t.Errorf("Releases() differ from the tools modules (-tools +envtest):\n%s", diff)
+	}
+	if envtest.Releases()[0].Minor != envtest.NewestMinor {
+		t.Errorf("the first release is %s, want NewestMinor %s", envtest.Releases()[0].Minor, envtest.NewestMinor)
+	}
+}
+
+func requirement(t *testing.T, goMod []byte, module string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + `\s+(v\S+)`).FindSubmatch(goMod)
+	if m == nil {
+		t.Fatalf("go.mod requires no %s", module)
+	}
+	return string(m[1])
+}
+
+func TestCacheDirIsPerRelease(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "/cache")
+	t.Setenv("HOME", "/home/u")
+	a, err := envtest.CacheDir(envtest.Releases()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := envtest.CacheDir(envtest.Releases()[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Errorf("two releases share the cache directory %s", a)
+	}
+	base, _ := os.UserCacheDir()
+	if !strings.HasPrefix(a, filepath.Join(base, "bindkit")) {
+		t.Errorf("CacheDir = %s, want it under %s", a, filepath.Join(base, "bindkit"))
+	}
+}

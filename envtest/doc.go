@@ -1,0 +1,55 @@
+// Package envtest runs a real etcd and kube-apiserver on 127.0.0.1, and
+// kube-controller-manager when asked, for the tests of a Binding's author,
+// bindkit's own integration tests, its demo and its benchmarks.
+//
+// # The binaries
+//
+// etcd, kube-apiserver and kube-controller-manager are built from the Go
+// module proxy, once, by one command run in a module that requires bindkit:
+//
+//	go run github.com/bindkit/bindkit/cmd/bindkit controlplane
+//
+// It builds every supported minor (Releases) into the user cache directory
+// (CacheDir, e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.1-etcd-v3.7.3
+// on Linux), printing its progress, and returns at once when they are
+// there. Start looks there by default. BINDKIT_BIN_DIR points elsewhere, to
+// a directory with the newest minor's binaries and a subdirectory per older
+// minor (v1.36): bindkit's repository builds its bin/ that way with `make
+// tools`. BINDKIT_KUBE_MINOR=1.36 (or Options.KubeMinor) runs the older
+// minor, and Start fails if the kube-apiserver it finds reports another.
+//
+// # The control plane
+//
+// Start launches the processes in a temporary directory with their own
+// certificates, a service-account key, an admin bearer token and RBAC
+// authorization, installs Options.CRDPaths, waits for /readyz and the
+// CRDs, and returns an Environment whose Config reaches the kube-apiserver
+// as a member of system:masters. Stop ends every process and removes every
+// file Start created.
+//
+// With Options.ControllerManager, kube-controller-manager runs the garbage
+// collector and the namespace controller (Options.Controllers picks others),
+// so owner references, foreground deletion and namespace deletion behave as
+// in a cluster. The ServiceAccount admission plugin stays off either way, so
+// a Pod can be created the moment its namespace exists. The kube-apiserver
+// calls webhooks as in a cluster, over TLS; package bindingtest runs a
+// Binding's controller and webhook in the test process against it.
+//
+// A test package shares one control plane through Shared, started lazily by
+// the first test that asks for it and stopped at the end of TestMain:
+//
+//	var controlPlane = envtest.Shared{Options: envtest.Options{
+//		CRDPaths: []string{"../../config/300-envbinding.yaml"},
+//	}}
+//
+//	func TestMain(m *testing.M) { controlPlane.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		env := controlPlane.Env(t)
+//		...
+//	}
+//
+// When the binaries are missing, Env skips the test with a message that says
+// how to build them, except under CI=true, where it fails the test: an
+// integration test never passes by not running.
+package envtest

@@ -1,0 +1,420 @@
+package envtest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ErrBinariesMissing reports that a control-plane binary (etcd,
+// kube-apiserver, or kube-controller-manager when asked for) is not where
+// Start looked for it.
+var ErrBinariesMissing = errors.New("control-plane binaries missing")
+
+// Options configure Start. The zero value is ready to use.
+type Options struct {
+	// BinDir holds the newest minor's etcd, kube-apiserver and
+	// kube-controller-manager binaries, and every other minor's in a
+	// subdirectory named after it (v1.36). Default: the BINDKIT_BIN_DIR
+	// environment variable, else the minor's CacheDir, where
+	// `bindkit controlplane` (BuildCommand) builds them.
+	BinDir string
+	// KubeMinor is the Kubernetes minor to run, such as "1.36"; Start fails
+	// if the kube-apiserver it finds reports another. Default: the
+	// BINDKIT_KUBE_MINOR environment variable, else NewestMinor.
+	KubeMinor string
+	// ControllerManager also runs kube-controller-manager, so that garbage
+	// collection and namespace deletion happen as in a cluster. Without it a
+	// deleted namespace stays Terminating and owner references are inert.
+	ControllerManager bool
+	// Controllers are the kube-controller-manager controllers to run when
+	// ControllerManager is set. Default: DefaultControllers.
+	Controllers []string
+	// CRDPaths are YAML files of CustomResourceDefinitions to install, and
+	// wait for, before Start returns.
+	CRDPaths []string
+	// Progress, if set, receives one line per start-up step.
+	Progress io.Writer
+	// StartTimeout bounds start-up, CRDs included. Default: 90 seconds.
+	StartTimeout time.Duration
+	// StopGrace is how long Stop waits for a process to exit after SIGTERM
+	// before it kills it. Default: 15 seconds.
+	StopGrace time.Duration
+	// Audit makes the kube-apiserver log every request (Metadata level) for
+	// Environment.AuditEvents, e.g. to see which permissions a client used.
+	Audit bool
+	// WebhookClientAuth makes the kube-apiserver present a client
+	// certificate to every webhook it calls, through an
+	// AdmissionConfiguration (WebhookAdmissionConfiguration kubeconfig), as
+	// a cluster does for webhooks that authenticate their caller. The CA
+	// that signed it is in Environment.WebhookClientCAFile.
+	WebhookClientAuth bool
+}
+
+// Environment is a running etcd and kube-apiserver, and kube-controller-manager
+// if Options.ControllerManager asked for it.
+type Environment struct {
+	// Config reaches the kube-apiserver as an administrator (a member of
+	// system:masters). Callers may copy it and change the copy.
+	Config *rest.Config
+	// KubeconfigPath is a kubeconfig file with the same credentials, for
+	// processes started by the caller.
+	KubeconfigPath string
+	// Dir is the temporary directory that holds every file of the
+	// environment; Stop removes it.
+	Dir string
+	// WebhookClientCAFile and WebhookClientCAPEM are the CA of the client
+	// certificate the kube-apiserver presents to webhooks, in a file and in
+	// PEM form; empty unless Options.WebhookClientAuth.
+	WebhookClientCAFile string
+	WebhookClientCAPEM  []byte
+	// Version is what the kube-apiserver reports at /version.
+	Version version.Info
+
+	etcd, apiserver, controllerManager *process
+	stopGrace                          time.Duration
+}
+
+const (
+	defaultStartTimeout = 90 * time.Second
+	defaultStopGrace    = 15 * time.Second
+	// startAttempts covers the rare case where another process takes one of
+	// the free ports between our probe and the server's bind.
+	startAttempts = 3
+)
+
+// Start launches etcd and kube-apiserver on free 127.0.0.1 ports and returns
+// once the kube-apiserver reports ready and opts.CRDPaths are established.
+// A failed start cleans up after itself and returns an error that quotes the
+// tail of the failing process's log.
+func Start(ctx context.Context, opts Options) (*Environment, error) {
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = defaultStartTimeout
+	}
+	if opts.StopGrace == 0 {
+		opts.StopGrace = defaultStopGrace
+	}
+	minor, err := resolveMinor(opts.KubeMinor)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{etcdBinary, apiServerBinary}
+	if opts.ControllerManager {
+		names = append(names, controllerManagerBinary)
+		if len(opts.Controllers) == 0 {
+			opts.Controllers = DefaultControllers()
+		}
+	}
+	binDir, err := resolveBinDir(opts.BinDir, minor, names)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+
+	for attempt := 1; ; attempt++ {
+		env, err := start(ctx, binDir, minor, opts)
+		if err == nil {
+			return env, nil
+		}
+		if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+		progress(opts.Progress, "a port was taken, retrying with new ports")
+	}
+}
+
+func start(ctx context.Context, binDir, minor string, opts Options) (_ *Environment, err error) {
+	dir, err := os.MkdirTemp("", "bindkit-envtest-")
+	if err != nil {
+		return nil, fmt.Errorf("create temp dir: %w", err)
+	}
+	env := &Environment{Dir: dir, stopGrace: opts.StopGrace}
+	defer func() {
+		if err != nil {
+			if stopErr := env.Stop(); stopErr != nil {
+				err = errors.Join(err, stopErr)
+			}
+		}
+	}()
+
+	ports, err := freePorts(4)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort, controllerManagerPort := ports[0], ports[1], ports[2], ports[3]
+
+	progress(opts.Progress, "starting etcd on 127.0.0.1:%d", etcdClient)
+	if env.etcd, err = startEtcd(binDir, dir, etcdClient, etcdPeer); err != nil {
+		return nil, err
+	}
+	if err := waitHealthy(ctx, env.etcd, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/health", etcdClient)); err != nil {
+		return nil, err
+	}
+
+	files, err := writeAPIServerFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.WebhookClientAuth {
+		if err := writeWebhookClientAuth(dir, files, env); err != nil {
+			return nil, err
+		}
+	}
+	progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", apiPort)
+	var extra []string
+	if opts.Audit {
+		if extra, err = auditArgs(dir); err != nil {
+			return nil, err
+		}
+	}
+	if env.apiserver, err = startAPIServer(binDir, dir, files, etcdClient, apiPort, extra...); err != nil {
+		return nil, err
+	}
+
+	env.Config = &rest.Config{
+		Host:            fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+		BearerToken:     files.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: files.serving.CAPEM},
+		QPS:             -1, // no client-side throttling: tests and benchmarks measure the server
+	}
+	httpClient, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		return nil, fmt.Errorf("build client for kube-apiserver: %w", err)
+	}
+	if err := waitHealthy(ctx, env.apiserver, httpClient, env.Config.Host+"/readyz"); err != nil {
+		return nil, err
+	}
+	if err := env.checkVersion(minor); err != nil {
+		return nil, err
+	}
+	if env.KubeconfigPath, err = writeKubeconfig(dir, env.Config); err != nil {
+		return nil, err
+	}
+	if opts.ControllerManager {
+		progress(opts.Progress, "starting kube-controller-manager on 127.0.0.1:%d (%s)", controllerManagerPort, strings.Join(opts.Controllers, ","))
+		if err := env.startControllerManager(ctx, binDir, files, controllerManagerPort, opts.Controllers); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.CRDPaths) > 0 {
+		progress(opts.Progress, "installing %d CRD file(s)", len(opts.CRDPaths))
+		if err := env.InstallCRDs(ctx, opts.CRDPaths...); err != nil {
+			return nil, err
+		}
+	}
+	progress(opts.Progress, "control plane ready")
+	return env, nil
+}
+
+// Stop ends kube-controller-manager, kube-apiserver, then etcd, and removes
+// Dir. It is safe to call more than once.
+func (e *Environment) Stop() error {
+	var errs []error
+	for _, p := range []*process{e.controllerManager, e.apiserver, e.etcd} {
+		if p != nil {
+			errs = append(errs, p.stop(e.stopGrace))
+		}
+	}
+	if err := os.RemoveAll(e.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove %s: %w", e.Dir, err))
+	}
+	return errors.Join(errs...)
+}
+
+// PIDs returns the process IDs of etcd, kube-apiserver and, if it runs,
+// kube-controller-manager, for callers that check nothing outlives Stop.
+func (e *Environment) PIDs() []int {
+	pids := []int{e.etcd.pid(), e.apiserver.pid()}
+	if e.controllerManager != nil {
+		pids = append(pids, e.controllerManager.pid())
+	}
+	return pids
+}
+
+func startEtcd(binDir, dir string, clientPort, peerPort int) (*process, error) {
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	return startProcess(etcdBinary, filepath.Join(binDir, etcdBinary), []string{
+		"--name=envtest",
+		"--data-dir=" + filepath.Join(dir, "etcd-data"),
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=envtest=" + peerURL,
+		// A throw-away store: durability buys nothing and fsync costs seconds.
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	}, dir)
+}
+
+// apiServerFiles are the credentials written for kube-apiserver.
+type apiServerFiles struct {
+	serving               *ServingCert
+	certFile, keyFile     string
+	serviceAccountKeyFile string
+	tokenFile             string
+	adminToken            string
+	extraArgs             []string // more kube-apiserver flags
+}
+
+func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
+	serving, err := NewServingCert("127.0.0.1", "localhost")
+	if err != nil {
+		return nil, err
+	}
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate service-account key: %w", err)
+	}
+	saKeyPEM, err := ecKeyPEM(saKey)
+	if err != nil {
+		return nil, err
+	}
+	token := make([]byte, 16)
+	if _, err := rand.Read(token); err != nil {
+		return nil, fmt.Errorf("generate admin token: %w", err)
+	}
+	f := &apiServerFiles{
+		serving:               serving,
+		certFile:              filepath.Join(dir, "apiserver.crt"),
+		keyFile:               filepath.Join(dir, "apiserver.key"),
+		serviceAccountKeyFile: filepath.Join(dir, "service-account.key"),
+		tokenFile:             filepath.Join(dir, "tokens.csv"),
+		adminToken:            hex.EncodeToString(token),
+	}
+	for path, data := range map[string][]byte{
+		f.certFile:              serving.CertPEM,
+		f.keyFile:               serving.KeyPEM,
+		f.serviceAccountKeyFile: saKeyPEM,
+		f.tokenFile:             []byte(f.adminToken + `,bindkit-admin,bindkit-admin,"system:masters"` + "\n"),
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return f, nil
+}
+
+func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int, extra ...string) (*process, error) {
+	return startProcess(apiServerBinary, filepath.Join(binDir, apiServerBinary), append([]string{
+		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		// v1.37 refuses a loopback advertise address while it reconciles the
+		// kubernetes Service endpoints; there is one server and no Service
+		// consumers here, so there is nothing to reconcile.
+		"--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file=" + f.certFile,
+		"--tls-private-key-file=" + f.keyFile,
+		"--token-auth-file=" + f.tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + f.serviceAccountKeyFile,
+		"--service-account-signing-key-file=" + f.serviceAccountKeyFile,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		// Off even when kube-controller-manager runs: with it, a Pod created
+		// in a namespace a moment old fails until the serviceaccount
+		// controller has made "default", and tests create Pods at once.
+		"--disable-admission-plugins=ServiceAccount",
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--v=0",
+	}, append(f.extraArgs, extra...)...), dir)
+}
+
+// waitHealthy polls url until it answers 200, the process exits, or ctx ends.
+func waitHealthy(ctx context.Context, p *process, client *http.Client, url string) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last string
+	for {
+		if err := p.exitedError(); err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("%s: health request: %w", p.name, err)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%s: %s", resp.Status, body)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not healthy at %s before %v (last answer: %s); last lines of %s:\n%s",
+				p.name, url, context.Cause(ctx), last, p.logPath, p.logTail(logTailLines))
+		case <-tick.C:
+		}
+	}
+}
+
+func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
+	path := filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
+// FreePort asks the kernel for a free port on 127.0.0.1, for a server a
+// test or the demo starts beside the control plane (a webhook, say).
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
+// freePorts asks the kernel for n distinct free ports on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		// Keep each listener open until all are chosen so none repeats.
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func progress(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}

@@ -1,0 +1,75 @@
+package envtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/bindkit/bindkit/internal/processwide"
+)
+
+// InCI reports whether the process runs under CI (CI=true), where a missing
+// control plane fails integration tests instead of skipping them.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Shared is one control plane for all the tests of a package. Its zero value
+// starts with default Options; set Options before Main to change them.
+type Shared struct {
+	Options Options
+
+	once sync.Once
+	env  *Environment
+	err  error
+}
+
+// Main runs the package's tests, stops the control plane if a test started
+// one, and exits. Call it from TestMain.
+func (s *Shared) Main(m *testing.M) { Main(m, s) }
+
+// Main runs the package's tests, stops every control plane of planes that
+// a test started, and exits: for a package with more than one Shared.
+func Main(m *testing.M, planes ...*Shared) {
+	// Tests run injection/sharedmain.Run while their own clients work:
+	// client-go's process-wide logger and metric hooks are set before
+	// either starts, as a process's main sets them before its first client.
+	processwide.Install()
+	code := m.Run()
+	for _, s := range planes {
+		if err := s.stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "envtest: stop control plane: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// Env returns the package's control plane, starting it on first use. When
+// the binaries are missing it skips t with instructions, or fails t under
+// CI=true; any other start failure fails t.
+func (s *Shared) Env(t testing.TB) *Environment {
+	t.Helper()
+	s.once.Do(func() {
+		s.env, s.err = Start(context.Background(), s.Options)
+	})
+	switch {
+	case s.err == nil:
+		return s.env
+	case errors.Is(s.err, ErrBinariesMissing) && !InCI():
+		t.Skipf("integration test needs a control plane: %v", s.err)
+	default:
+		t.Fatalf("start control plane: %v", s.err)
+	}
+	return nil
+}
+
+func (s *Shared) stop() error {
+	if s.env == nil {
+		return nil
+	}
+	return s.env.Stop()
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package envtest
+
+import "syscall"
+
+// sysProcAttr has nothing to add where the kernel cannot tie a child's life to
+// its parent's; Stop still ends the processes.
+func sysProcAttr() *syscall.SysProcAttr { return nil }

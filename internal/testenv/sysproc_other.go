@@ -1,9 +1,0 @@
-//go:build !linux
-
-package testenv
-
-import "syscall"
-
-// sysProcAttr has nothing to add where the kernel cannot tie a child's life to
-// its parent's; Stop still ends the processes.
-func sysProcAttr() *syscall.SysProcAttr { return nil }

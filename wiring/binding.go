@@ -1,0 +1,229 @@
+package wiring
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/bindkit/bindkit/configmap"
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/psbinding"
+)
+
+// Bindable is the constraint on a Binding kind's Go type: PT is *T, and *T
+// is a psbinding.Bindable (a Kubernetes object with a subject, a status,
+// Do and Undo), as a CRD type that embeds metav1.TypeMeta,
+// metav1.ObjectMeta and duck.Status, with generated deep copies, is.
+type Bindable[T any] interface {
+	*T
+	psbinding.Bindable
+}
+
+// Options are the optional parts of a Binding kind's wiring. The zero value
+// wires a Binding whose Do and Undo need nothing but the Binding itself;
+// every zero field takes the default its comment names.
+type Options struct {
+	// Kind is the Bindings' kind. Default: the name of the Go type, as
+	// CRDs generated from Go types (controller-gen) name it.
+	Kind string
+	// ControllerName names the reconciler's work queue, its logs and the
+	// source of its events. Default: the resource, e.g. "envbindings".
+	ControllerName string
+	// WebhookConfigurationName is the MutatingWebhookConfiguration the
+	// admission controller programs, which the deployment installs
+	// (config/500-webhook-configuration.yaml). Default:
+	// "<resource>.<group>", e.g. "envbindings.bindings.example.com".
+	WebhookConfigurationName string
+	// WebhookName is the webhook within that configuration. Default:
+	// WebhookConfigurationName.
+	WebhookName string
+	// WebhookPath is where the webhook server routes this kind's admission
+	// requests. Default: "/<resource>", e.g. "/envbindings".
+	WebhookPath string
+
+	// WithContext, if set, prepares the context Do and Undo run in, on both
+	// paths (psbinding.BaseReconciler.WithContext).
+	WithContext psbinding.BindableContext
+	// SubResources, if set, is called by the controller's constructor with
+	// its context (for clients and informers, see package injection) and
+	// the Impl it builds (to enqueue a Binding when something it owns
+	// changes, e.g. with impl.EnqueueControllerOf), and returns the
+	// reconciler of what each Binding owns beside its subjects
+	// (psbinding.BaseReconciler.SubResourcesReconciler).
+	SubResources func(ctx context.Context, impl *controller.Impl) psbinding.SubResourcesReconcilerInterface
+	// Shapes finds the pod template of subject kinds that do not keep it
+	// at spec.template; the zero value knows the built-in kinds. Both paths
+	// use it.
+	Shapes duck.Shapes
+	// SelectorMode chooses exclusion (the default) or inclusion of
+	// namespaces, on both paths.
+	SelectorMode psbinding.SelectorMode
+	// AdmissionOnly lists the subject kinds whose pod template cannot change
+	// in place. Default: bare Pods and Jobs
+	// (psbinding.BaseReconciler.AdmissionOnly).
+	AdmissionOnly []schema.GroupKind
+	// PatchConcurrency bounds parallel subject patches. Default:
+	// psbinding.DefaultPatchConcurrency.
+	PatchConcurrency int
+	// FieldManager names the reconciler in the managedFields of what it
+	// writes. Default: the process's (controller.WithFieldManager, which
+	// sharedmain sets to the component name), else
+	// psbinding.DefaultFieldManager.
+	FieldManager string
+	// Scheme resolves the kind of the objects events are about when their
+	// TypeMeta is empty. Default: client-go's scheme; the Bindings the
+	// controller reads carry their TypeMeta, so it needs no more.
+	Scheme *runtime.Scheme
+}
+
+// Binding is one Binding kind, wired: the two constructors that
+// sharedmain.Main runs (each is a sharedmain.Constructor), and the names
+// they were wired with, which the deployment's YAML must repeat.
+type Binding struct {
+	// Controller builds the reconciler that binds existing subjects and
+	// unbinds them when a Binding goes (psbinding.BaseReconciler, completed
+	// by NewReconcilerImpl).
+	Controller func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
+	// Webhook builds the admission controller that binds subjects as they
+	// are created or updated and programs the webhook configuration
+	// (NewAdmissionController).
+	Webhook func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
+
+	// GVR is the Bindings' resource.
+	GVR schema.GroupVersionResource
+	// GVK is the Bindings' kind (Options.Kind, with its default).
+	GVK schema.GroupVersionKind
+	// ControllerName, WebhookConfigurationName, WebhookName and WebhookPath
+	// are the Options' names with their defaults filled in.
+	ControllerName           string
+	WebhookConfigurationName string
+	WebhookName              string
+	WebhookPath              string
+}
+
+// New wires the Binding kind whose Go type is T and whose resource is gvr:
+//
+//	kind, err := wiring.New[v1alpha1.EnvBinding](v1alpha1.GroupVersionResource(), wiring.Options{})
+//	if err != nil { ... }
+//	sharedmain.Main("envbinding-controller", kind.Controller, kind.Webhook)
+//
+// The controller lists and watches the Bindings through a typed informer
+// over the dynamic client (injection.TypedInformerFor), so T needs no
+// generated clientset, informer or lister. New checks gvr and opts and
+// reports every problem, each naming its field, in one error; the
+// constructors it returns read only the context sharedmain (or a test,
+// see package injectiontest) gives them, and panic, naming what is
+// missing, only when that context lacks what package injection puts there.
+func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (*Binding, error) {
+	kind := cmp.Or(opts.Kind, reflect.TypeFor[T]().Name())
+	b := &Binding{
+		GVR:                      gvr,
+		GVK:                      gvr.GroupVersion().WithKind(kind),
+		ControllerName:           cmp.Or(opts.ControllerName, gvr.Resource),
+		WebhookConfigurationName: cmp.Or(opts.WebhookConfigurationName, gvr.GroupResource().String()),
+		WebhookPath:              cmp.Or(opts.WebhookPath, "/"+gvr.Resource),
+	}
+	b.WebhookName = cmp.Or(opts.WebhookName, b.WebhookConfigurationName)
+	if err := b.validate(opts); err != nil {
+		return nil, fmt.Errorf("wiring: %s (%s): %w", kind, gvr.GroupResource(), err)
+	}
+
+	// Both constructors share one informer per process (TypedInformerFor),
+	// so they list the same cache.
+	informer := func(ctx context.Context) *injection.TypedInformer[T, PT] {
+		return injection.TypedInformerFor[T, PT](ctx, gvr)
+	}
+	listAll := func(lister *injection.TypedLister[T]) psbinding.ListAll {
+		return func() ([]psbinding.Bindable, error) {
+			items, err := lister.List(labels.Everything())
+			if err != nil {
+				return nil, fmt.Errorf("list %s: %w", gvr.GroupResource(), err)
+			}
+			out := make([]psbinding.Bindable, len(items))
+			for i, item := range items {
+				out[i] = PT(item)
+			}
+			return out, nil
+		}
+	}
+
+	b.Controller = func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
+		inf := informer(ctx)
+		lister := inf.Lister()
+		r := &psbinding.BaseReconciler{
+			GVR: gvr,
+			// Straight from the lister: the reconciler works on a copy.
+			Get: func(namespace, name string) (psbinding.Bindable, error) {
+				obj, err := lister.Get(namespace, name)
+				if err != nil {
+					return nil, err // never a typed nil inside the interface
+				}
+				return PT(obj), nil
+			},
+			WithContext:      opts.WithContext,
+			Shapes:           opts.Shapes,
+			SelectorMode:     opts.SelectorMode,
+			AdmissionOnly:    opts.AdmissionOnly,
+			PatchConcurrency: opts.PatchConcurrency,
+			FieldManager:     opts.FieldManager,
+			Recorder:         controller.NewEventRecorder(ctx, injection.KubeClient(ctx), opts.Scheme, b.ControllerName),
+		}
+		impl := NewReconcilerImpl(ctx, b.ControllerName, r, inf.Informer(), listAll(lister))
+		if opts.SubResources != nil {
+			r.SubResourcesReconciler = opts.SubResources(ctx, impl)
+		}
+		return impl
+	}
+
+	b.Webhook = func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
+		gla := func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
+			inf := informer(ctx)
+			inf.Informer().AddEventHandler(handler)
+			return listAll(inf.Lister())
+		}
+		return NewAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, opts.WithContext,
+			WithWebhookName(b.WebhookName), WithShapes(opts.Shapes), WithSelectorMode(opts.SelectorMode))
+	}
+	return b, nil
+}
+
+// validate reports every problem with gvr and the names, joined.
+func (b *Binding) validate(opts Options) error {
+	var errs []error
+	if b.GVR.Group == "" || b.GVR.Version == "" || b.GVR.Resource == "" {
+		errs = append(errs, fmt.Errorf("resource %q: group, version and resource are all required (a Binding kind is a custom resource)", b.GVR.String()))
+	}
+	for _, e := range validation.IsDNS1123Subdomain(b.WebhookConfigurationName) {
+		errs = append(errs, fmt.Errorf("Options.WebhookConfigurationName %q: %s", b.WebhookConfigurationName, e))
+	}
+	// The API server wants a webhook's name fully qualified: three labels.
+	if msgs := validation.IsDNS1123Subdomain(b.WebhookName); len(msgs) > 0 || strings.Count(b.WebhookName, ".") < 2 {
+		errs = append(errs, fmt.Errorf("Options.WebhookName %q: must be a fully qualified domain name of at least three labels, like envbindings.bindings.example.com", b.WebhookName))
+	}
+	if !strings.HasPrefix(b.WebhookPath, "/") || strings.ContainsAny(b.WebhookPath, "?# ") {
+		errs = append(errs, fmt.Errorf("Options.WebhookPath %q: must be an absolute URL path, like /envbindings", b.WebhookPath))
+	}
+	if strings.TrimSpace(b.ControllerName) != b.ControllerName {
+		errs = append(errs, fmt.Errorf("Options.ControllerName %q: must not start or end with spaces", b.ControllerName))
+	}
+	switch opts.SelectorMode {
+	case psbinding.ExclusionMode, psbinding.InclusionMode:
+	default:
+		errs = append(errs, fmt.Errorf("Options.SelectorMode %v: must be psbinding.ExclusionMode or psbinding.InclusionMode", opts.SelectorMode))
+	}
+	if opts.PatchConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("Options.PatchConcurrency %d: must not be negative", opts.PatchConcurrency))
+	}
+	return errors.Join(errs...)
+}
