@@ -35,11 +35,11 @@ func WithShapes(shapes duck.Shapes) AdmissionOption {
 }
 
 // WithCallOnOwnPatches keeps the webhook called for the process's own
-// patches of subjects (AdmissionConfig.CallOnOwnPatches), for a process
+// patches of subjects (psbinding.AdmissionConfig.CallOnOwnPatches), for a process
 // whose reconcilers share their field manager with clients that need the
 // webhook.
 func WithCallOnOwnPatches() AdmissionOption {
-	return func(c *AdmissionConfig) { c.CallOnOwnPatches = true }
+	return func(c *psbinding.AdmissionConfig) { c.CallOnOwnPatches = true }
 }
 
 // NewAdmissionController returns the Impl that keeps the admission index
