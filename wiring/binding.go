@@ -81,6 +81,10 @@ type Options struct {
 	// sharedmain sets to the component name), else
 	// psbinding.DefaultFieldManager.
 	FieldManager string
+	// CallOnOwnPatches keeps the webhook called for the reconciler's own
+	// patches of subjects, which by default it is not
+	// (psbinding.AdmissionConfig.CallOnOwnPatches).
+	CallOnOwnPatches bool
 	// Scheme resolves the kind of the objects events are about when their
 	// TypeMeta is empty. Default: client-go's scheme; the Bindings the
 	// controller reads carry their TypeMeta, so it needs no more.
@@ -193,7 +197,12 @@ func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (
 			return listAll(inf.Lister())
 		}
 		return NewAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, opts.WithContext,
-			WithWebhookName(b.WebhookName), WithShapes(opts.Shapes), WithSelectorMode(opts.SelectorMode))
+			WithWebhookName(b.WebhookName), WithShapes(opts.Shapes), WithSelectorMode(opts.SelectorMode),
+			func(c *psbinding.AdmissionConfig) {
+				// The webhook recognises the reconciler's patches by its field manager.
+				c.FieldManager = opts.FieldManager
+				c.CallOnOwnPatches = opts.CallOnOwnPatches
+			})
 	}
 	return b, nil
 }
