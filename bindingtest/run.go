@@ -3,14 +3,11 @@ package bindingtest
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -25,10 +22,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/internal/readyz"
 	"github.com/bindkit/bindkit/webhook"
 	"github.com/bindkit/bindkit/wiring"
 )
@@ -288,7 +285,6 @@ func readWebhookConfigurations(path string) ([]*admissionregistrationv1.Mutating
 // its webhook answers /readyz with a certificate that CA signed, as the
 // kube-apiserver will verify it, or until the process fails.
 func (p *Process) waitServing(kube kubernetes.Interface) error {
-	keys := certificates.DefaultDataKeys()
 	var last string
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.StartTimeout)
 	defer cancel()
@@ -299,27 +295,8 @@ func (p *Process) waitServing(kube kubernetes.Interface) error {
 			return false, fmt.Errorf("the process stopped: %v", err)
 		default:
 		}
-		secret, err := kube.CoreV1().Secrets(p.SystemNamespace).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{})
-		if err != nil || len(secret.Data[keys.CACert]) == 0 {
-			last = "certificates Secret not written yet"
-			return false, nil
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(secret.Data[keys.CACert])
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-		defer tr.CloseIdleConnections()
-		client := &http.Client{Timeout: 2 * time.Second, Transport: tr}
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", p.Port, webhook.ReadyzPath))
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			last = "readyz: " + resp.Status
-			return false, nil
-		}
-		return true, nil
+		last = readyz.Probe(ctx, kube, p.SystemNamespace, webhook.DefaultSecretName, p.Port)
+		return last == "", nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the webhook on 127.0.0.1:%d: %w (last: %s)", p.Port, err, last)

@@ -3,11 +3,8 @@ package demo
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,12 +14,11 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/bindkit/bindkit/certificates"
+	"github.com/bindkit/bindkit/internal/readyz"
 	"github.com/bindkit/bindkit/internal/testenv"
 	"github.com/bindkit/bindkit/webhook"
 )
@@ -181,30 +177,10 @@ func (c *Controller) LogTail(n int) string {
 // the webhook's /readyz on 127.0.0.1:port to answer 200 over TLS, trusting
 // the Secret's CA bundle.
 func WaitReady(ctx context.Context, kube kubernetes.Interface, port int, timeout time.Duration) error {
-	keys := certificates.DefaultDataKeys()
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		secret, err := kube.CoreV1().Secrets(SystemNamespace).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{})
-		if err != nil || len(secret.Data[keys.CACert]) == 0 {
-			last = "certificates Secret not written yet"
-			return false, nil
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(secret.Data[keys.CACert])
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-		defer tr.CloseIdleConnections()
-		client := &http.Client{Timeout: 2 * time.Second, Transport: tr}
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.ReadyzPath))
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			last = "readyz: " + resp.Status
-			return false, nil
-		}
-		return true, nil
+		last = readyz.Probe(ctx, kube, SystemNamespace, webhook.DefaultSecretName, port)
+		return last == "", nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the controller to be ready: %w (last: %s)", err, last)
