@@ -14,13 +14,13 @@ OLDER_TOOLS := $(TOOLS)/k8s136
 OLDER_BIN   := $(BIN)/v$(OLDER_MINOR)
 
 # Each control plane is rebuilt only when its tools module (or the build
-# script) changes. One build makes all three binaries; kube-apiserver stands
-# for it, and the other two are rebuilt only if they go missing.
+# script) changes. One build makes all four binaries; kube-apiserver stands
+# for it, and the others are rebuilt only if they go missing.
 NEWEST_INPUTS := $(TOOLS)/go.mod $(TOOLS)/go.sum $(TOOLS)/etcd/main.go $(BUILD_CONTROL_PLANE)
 OLDER_INPUTS  := $(OLDER_TOOLS)/go.mod $(OLDER_TOOLS)/go.sum $(OLDER_TOOLS)/etcd/main.go $(BUILD_CONTROL_PLANE)
 
-NEWEST_BINS   := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/etcd
-OLDER_BINS    := $(OLDER_BIN)/kube-apiserver $(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/etcd
+NEWEST_BINS   := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd
+OLDER_BINS    := $(OLDER_BIN)/kube-apiserver $(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/kube-scheduler $(OLDER_BIN)/etcd
 
 export BINDKIT_BIN_DIR := $(BIN)
 
@@ -55,12 +55,12 @@ tools: $(NEWEST_BINS) $(OLDER_BINS)
 
 $(BIN)/kube-apiserver: $(NEWEST_INPUTS)
 	$(BUILD_CONTROL_PLANE) $(TOOLS) $(BIN)
-$(BIN)/kube-controller-manager $(BIN)/etcd: $(BIN)/kube-apiserver
+$(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd: $(BIN)/kube-apiserver
 	$(BUILD_CONTROL_PLANE) $(TOOLS) $(BIN)
 
 $(OLDER_BIN)/kube-apiserver: $(OLDER_INPUTS)
 	$(BUILD_CONTROL_PLANE) $(OLDER_TOOLS) $(OLDER_BIN)
-$(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/etcd: $(OLDER_BIN)/kube-apiserver
+$(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/kube-scheduler $(OLDER_BIN)/etcd: $(OLDER_BIN)/kube-apiserver
 	$(BUILD_CONTROL_PLANE) $(OLDER_TOOLS) $(OLDER_BIN)
 
 ## vet: go vet every package.

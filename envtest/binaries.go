@@ -24,8 +24,8 @@ const KubeMinorEnv = "BINDKIT_KUBE_MINOR"
 type Release struct {
 	// Minor is the Kubernetes minor, such as "1.37".
 	Minor string
-	// Kubernetes is the k8s.io/kubernetes version of kube-apiserver and
-	// kube-controller-manager, such as "v1.37.1".
+	// Kubernetes is the k8s.io/kubernetes version of kube-apiserver,
+	// kube-controller-manager and kube-scheduler, such as "v1.37.2".
 	Kubernetes string
 	// Etcd is the go.etcd.io/etcd/server/v3 version of etcd.
 	Etcd string
@@ -36,7 +36,7 @@ type Release struct {
 // modules (hack/tools) pin, and those `bindkit controlplane` builds.
 func Releases() []Release {
 	return []Release{
-		{Minor: "1.37", Kubernetes: "v1.37.1", Etcd: "v3.7.3"},
+		{Minor: "1.37", Kubernetes: "v1.37.2", Etcd: "v3.7.3"},
 		{Minor: "1.36", Kubernetes: "v1.36.4", Etcd: "v3.6.8"},
 	}
 }
@@ -71,12 +71,13 @@ const (
 	etcdBinary              = "etcd"
 	apiServerBinary         = "kube-apiserver"
 	controllerManagerBinary = "kube-controller-manager"
+	schedulerBinary         = "kube-scheduler"
 )
 
 // Binaries returns the names of the executables of a control plane, each
 // built into the same directory.
 func Binaries() []string {
-	return []string{apiServerBinary, controllerManagerBinary, etcdBinary}
+	return []string{apiServerBinary, controllerManagerBinary, schedulerBinary, etcdBinary}
 }
 
 // BuildCommand is the command that builds the control plane of every
@@ -88,7 +89,7 @@ const BuildCommand = "go run github.com/bindkit/bindkit/cmd/bindkit controlplane
 // release, and where Start looks for them when neither Options.BinDir nor
 // BinDirEnv says otherwise: <user cache directory>/bindkit/controlplane/
 // kubernetes-<version>-etcd-<version>, e.g. on Linux
-// ~/.cache/bindkit/controlplane/kubernetes-v1.37.1-etcd-v3.7.3. Each
+// ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3. Each
 // release has a directory of its own, so upgrading bindkit builds the new
 // release beside the old one rather than over it.
 func CacheDir(release Release) (string, error) {

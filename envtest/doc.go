@@ -10,7 +10,7 @@
 //	go run github.com/bindkit/bindkit/cmd/bindkit controlplane
 //
 // It builds every supported minor (Releases) into the user cache directory
-// (CacheDir, e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.1-etcd-v3.7.3
+// (CacheDir, e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3
 // on Linux), printing its progress, and returns at once when they are
 // there. Start looks there by default. BINDKIT_BIN_DIR points elsewhere, to
 // a directory with the newest minor's binaries and a subdirectory per older

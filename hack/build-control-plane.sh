@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Usage: hack/build-control-plane.sh TOOLS_MODULE_DIR OUT_DIR
 #
-# Builds kube-apiserver, kube-controller-manager and etcd from the Go module
-# proxy at the versions the tools module in TOOLS_MODULE_DIR requires, into
-# OUT_DIR. One `go build` builds all three, so the packages they share are
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler and etcd from
+# the Go module proxy at the versions the tools module in TOOLS_MODULE_DIR
+# requires, into OUT_DIR. One `go build` builds all four, so the packages they share are
 # compiled once. The Kubernetes binaries carry the version stamps a release
 # build gives them, so /version reports the release (testenv checks it).
 # Prints a progress line at most every 30 seconds.
@@ -26,10 +26,10 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$released"
 done
 
-pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ./etcd)
+pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler ./etcd)
 total=$(go list -deps "${pkgs[@]}" | wc -l)
 etcd=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
-echo "building Kubernetes $version (kube-apiserver, kube-controller-manager) and etcd $etcd into $out"
+echo "building Kubernetes $version (kube-apiserver, kube-controller-manager, kube-scheduler) and etcd $etcd into $out"
 echo "  $total packages; a first build takes about 5 minutes on 2 idle cores (longer on a busy machine), later ones reuse the Go build cache"
 
 start=$SECONDS
@@ -52,7 +52,7 @@ progress() {
 go build -v -ldflags "-s -w$stamp" -o "$out/" "${pkgs[@]}" 2>&1 | progress
 
 # go build leaves an up-to-date binary untouched; make compares times, and
-# treats the three as one build that kube-apiserver stands for.
+# treats the four as one build that kube-apiserver stands for.
 touch "$out/kube-apiserver"
-touch -r "$out/kube-apiserver" "$out/kube-controller-manager" "$out/etcd"
+touch -r "$out/kube-apiserver" "$out/kube-controller-manager" "$out/kube-scheduler" "$out/etcd"
 printf 'built Kubernetes %s into %s in %dm%02ds\n' "$version" "$out" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60))

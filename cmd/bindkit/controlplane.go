@@ -32,7 +32,7 @@ var buildModules embed.FS
 
 // controlPlanePackages are the packages one `go build` builds in a build
 // module, so the packages they share are compiled once.
-var controlPlanePackages = []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "./etcd"}
+var controlPlanePackages = []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kube-scheduler", "./etcd"}
 
 func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
@@ -40,10 +40,10 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: bindkit controlplane [flags]
 
-Builds etcd, kube-apiserver and kube-controller-manager of every Kubernetes
-minor bindkit supports from the Go module proxy, with progress output, into
-the user cache directory where package envtest looks for them (envtest.CacheDir,
-e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.1-etcd-v3.7.3 on Linux).
+Builds etcd, kube-apiserver, kube-controller-manager and kube-scheduler of
+every Kubernetes minor bindkit supports from the Go module proxy, with
+progress output, into the user cache directory where package envtest looks for them (envtest.CacheDir,
+e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3 on Linux).
 A minor whose binaries are there is not built again. A first build takes about
 6 minutes a minor on 2 idle cores.
 
