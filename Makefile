@@ -30,12 +30,12 @@ export BINDKIT_BIN_DIR := $(BIN)
 demo: $(NEWEST_BINS)
 	$(GO) run ./hack/demo
 
-# The packages whose tests start a control plane (they import internal/testenv,
-# envtest or bindingtest), but for the fault-injection suites (internal/faults/...),
+# The packages whose tests start a control plane (they import test/testenv,
+# envtest or bindingtest), but for the fault-injection suites (test/faults/...),
 # which run against the newest minor only: they test bindkit's behaviour under
 # faults, which no API difference between the minors touches, and they take
 # most of a pass.
-CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/(internal\/testenv|envtest|bindingtest)( |$$)/ && $$1 !~ /\/internal\/faults/ {print $$1}')
+CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/(test\/testenv|envtest|bindingtest)( |$$)/ && $$1 !~ /\/test\/faults/ {print $$1}')
 
 # A test binary's time limit. go test's default, 10 minutes, is less than
 # the slowest control-plane package takes on 2 busy cores with -race; a

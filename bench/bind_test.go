@@ -21,8 +21,8 @@ import (
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
-	"github.com/bindkit/bindkit/internal/demo"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/psbinding"
 )
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/bindkit/bindkit/internal/fixtures"
+	"github.com/bindkit/bindkit/test/fixtures"
 )
 
 // Namespaces of the benchmarks. systemNamespace is where the webhooks run;

@@ -26,8 +26,8 @@ import (
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
-	"github.com/bindkit/bindkit/internal/demo"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // memorySubjects is how many Deployments the caches hold.

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
-	"github.com/bindkit/bindkit/internal/demo"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // The programs the process benchmarks build, each once per test binary,

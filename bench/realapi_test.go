@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/bindkit/bindkit/internal/fixtures"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/fixtures"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // startControlPlane starts a real etcd and kube-apiserver for one top-level

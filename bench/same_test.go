@@ -12,7 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/bindkit/bindkit/internal/fixtures"
+	"github.com/bindkit/bindkit/test/fixtures"
 )
 
 // TestSameMutation proves the comparison is fair: for every scenario the

@@ -13,7 +13,7 @@ import (
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/injection/sharedmain"
-	"github.com/bindkit/bindkit/internal/scrape"
+	"github.com/bindkit/bindkit/test/scrape"
 	"github.com/bindkit/bindkit/webhook"
 )
 

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/bindkit/bindkit/duck"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 var (

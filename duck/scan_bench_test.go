@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/bindkit/bindkit/duck"
-	"github.com/bindkit/bindkit/internal/fixtures"
+	"github.com/bindkit/bindkit/test/fixtures"
 )
 
 // BenchmarkScan measures Scan of a ~3 KB Deployment, the cost admission

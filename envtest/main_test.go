@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/bindkit/bindkit/envtest"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // The kube-apiserver presents a client certificate to webhooks, as in a

@@ -3,7 +3,7 @@ package injection_test
 import (
 	"testing"
 
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 var controlPlane testenv.Shared

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/bindkit/bindkit/duck"
-	"github.com/bindkit/bindkit/internal/fixtures"
+	"github.com/bindkit/bindkit/test/fixtures"
 	"github.com/bindkit/bindkit/tracker"
 )
 

@@ -3,7 +3,7 @@ package psbinding
 import (
 	"testing"
 
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{"testdata/crds.yaml"}}}

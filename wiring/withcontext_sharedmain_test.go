@@ -21,7 +21,7 @@ import (
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/wiring"

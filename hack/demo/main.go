@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bindkit/bindkit/internal/demo"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/bindkit/bindkit/internal/scrape"
+	"github.com/bindkit/bindkit/test/scrape"
 )
 
 // TestMetricsEndpoint runs the process on fake clients and reads its

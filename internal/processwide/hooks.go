@@ -23,7 +23,7 @@ import (
 // lock, so Install must run before anything else in the process uses
 // client-go concurrently: injection/sharedmain.Run calls it first, and a
 // test binary that runs Run while its own clients work calls it before
-// its tests start (internal/testenv's Main does). Later calls do nothing.
+// its tests start (test/testenv's Main does). Later calls do nothing.
 func Install() {
 	installOnce.Do(func() {
 		// klog checks its verbosity before it calls the sink on its

@@ -15,7 +15,7 @@ import (
 
 	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/wiring"
 )

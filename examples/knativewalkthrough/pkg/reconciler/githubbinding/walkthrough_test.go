@@ -27,7 +27,7 @@ import (
 	"github.com/bindkit/bindkit/examples/knativewalkthrough/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{"../../../config/githubbinding.yaml"}}}

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/bindkit/bindkit/internal/faults"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/faults"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 const repoRoot = "../../.."

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/bindkit/bindkit/internal/faults"
+	"github.com/bindkit/bindkit/test/faults"
 )
 
 // calledIn returns the namespaces the webhook's namespaceSelector names

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/certificates"
-	"github.com/bindkit/bindkit/internal/faults"
+	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/psbinding"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bindkit/bindkit/internal/demo"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{"../../" + demo.CRDPath}}}

@@ -21,7 +21,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/bindkit/bindkit/internal/fixtures"
+	"github.com/bindkit/bindkit/test/fixtures"
 )
 
 // testNamespace holds the Bindings and the objects the requests name.

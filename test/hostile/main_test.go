@@ -3,7 +3,7 @@ package hostile_test
 import (
 	"testing"
 
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // The kube-apiserver presents a client certificate to webhooks, which only

@@ -23,7 +23,7 @@ import (
 	"github.com/bindkit/bindkit/examples/configbinding/pkg/reconciler/configbinding"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // events records what a watch delivers, with the resourceVersion each

@@ -33,7 +33,7 @@ import (
 
 	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/webhook"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/bindkit/bindkit/internal/faults"
+	"github.com/bindkit/bindkit/test/faults"
 )
 
 // creators is the size of the burst: as many clients creating at once as

@@ -20,7 +20,7 @@ import (
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
-	"github.com/bindkit/bindkit/internal/faults"
+	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/psbinding"
 )
 

@@ -3,8 +3,8 @@ package faults_test
 import (
 	"testing"
 
-	"github.com/bindkit/bindkit/internal/faults"
-	"github.com/bindkit/bindkit/internal/testenv"
+	"github.com/bindkit/bindkit/test/faults"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 const repoRoot = "../.."
