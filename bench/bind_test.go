@@ -21,9 +21,9 @@ import (
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/demo"
 	"github.com/bindkit/bindkit/test/testenv"
-	"github.com/bindkit/bindkit/psbinding"
 )
 
 // bindSizesEnv lists the numbers of Deployments BenchmarkBind binds,

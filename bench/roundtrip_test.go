@@ -32,8 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/bindkit/bindkit/certificates"
-	"github.com/bindkit/bindkit/test/fixtures"
 	"github.com/bindkit/bindkit/metrics"
+	"github.com/bindkit/bindkit/test/fixtures"
 	"github.com/bindkit/bindkit/webhook"
 )
 

@@ -25,7 +25,6 @@ import (
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
-	"github.com/bindkit/bindkit/internal/readyz"
 	"github.com/bindkit/bindkit/webhook"
 	"github.com/bindkit/bindkit/wiring"
 )
@@ -295,7 +294,7 @@ func (p *Process) waitServing(kube kubernetes.Interface) error {
 			return false, fmt.Errorf("the process stopped: %v", err)
 		default:
 		}
-		last = readyz.Probe(ctx, kube, p.SystemNamespace, webhook.DefaultSecretName, p.Port)
+		last = webhook.ProbeReady(ctx, kube, p.SystemNamespace, webhook.DefaultSecretName, p.Port)
 		return last == "", nil
 	})
 	if err != nil {

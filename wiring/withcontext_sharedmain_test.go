@@ -21,8 +21,8 @@ import (
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
-	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/wiring"
 )

@@ -18,7 +18,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/bindkit/bindkit/internal/readyz"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/webhook"
 )
@@ -179,7 +178,7 @@ func (c *Controller) LogTail(n int) string {
 func WaitReady(ctx context.Context, kube kubernetes.Interface, port int, timeout time.Duration) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = readyz.Probe(ctx, kube, SystemNamespace, webhook.DefaultSecretName, port)
+		last = webhook.ProbeReady(ctx, kube, SystemNamespace, webhook.DefaultSecretName, port)
 		return last == "", nil
 	})
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
-	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/test/faults"
 )
 
 // bindSome creates, in a new namespace, Deployments app=web and a

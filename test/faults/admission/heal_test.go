@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/certificates"
-	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/test/faults"
 )
 
 // writes counts the writes to the webhook configuration, from a watch.

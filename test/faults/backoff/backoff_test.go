@@ -8,9 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/test/testenv"
-	"github.com/bindkit/bindkit/psbinding"
 )
 
 const repoRoot = "../../.."

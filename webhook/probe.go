@@ -1,8 +1,4 @@
-// Package readyz asks a bindkit webhook on 127.0.0.1 whether it is ready,
-// as the kube-apiserver would reach it: over TLS, trusting only the CA
-// bundle of the process's certificates Secret. The demo, bindkit's own
-// harnesses and the public test kit poll it while a process starts.
-package readyz
+package webhook
 
 import (
 	"context"
@@ -16,15 +12,19 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/certificates"
-	"github.com/bindkit/bindkit/webhook"
 )
 
-// Probe reads the CA bundle of the certificates Secret namespace/secretName
+// ProbeReady asks a webhook server on 127.0.0.1 whether it is ready, as the
+// kube-apiserver would reach it: over TLS, trusting only the CA bundle of
+// the process's certificates Secret. Test kits poll it while a process
+// starts.
+//
+// It reads the CA bundle of the certificates Secret namespace/secretName
 // and asks https://127.0.0.1:port/readyz once, with a 2-second timeout.
 // It returns "" when the webhook answered 200, else why not (the Secret
 // not written yet, the request's error, the status), for the caller's
 // next attempt or its final error.
-func Probe(ctx context.Context, kube kubernetes.Interface, namespace, secretName string, port int) string {
+func ProbeReady(ctx context.Context, kube kubernetes.Interface, namespace, secretName string, port int) string {
 	keys := certificates.DefaultDataKeys()
 	secret, err := kube.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
 	if err != nil || len(secret.Data[keys.CACert]) == 0 {
@@ -35,7 +35,7 @@ func Probe(ctx context.Context, kube kubernetes.Interface, namespace, secretName
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: tr}
-	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.ReadyzPath))
+	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", port, ReadyzPath))
 	if err != nil {
 		return err.Error()
 	}
