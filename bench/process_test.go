@@ -258,7 +258,7 @@ func (p *process) cpu() time.Duration { return pidsCPU([]int{p.pid()}) }
 // startController runs the example controller (or the profiled build of
 // it) with the flags a user needs to reach this control plane and nothing
 // else: the kubeconfig, the system namespace, no leader election (one
-// replica), and where the webhook listens. Everything else, client QPS and
+// replica), where the webhook listens, and a free metrics port. Everything else, client QPS and
 // burst included, is the default. It returns once the webhook answers
 // /readyz over TLS with the certificate the controller wrote.
 func startController(tb testing.TB, env *testenv.Environment, binary string, port int, extraEnv ...string) *process {
@@ -269,6 +269,9 @@ func startController(tb testing.TB, env *testenv.Environment, binary string, por
 		"--webhook-address=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(port),
 		"--webhook-ip-sans=127.0.0.1",
+		// A free port for metrics: the default, :9090, fails the run when
+		// anything else on the machine holds it.
+		"--metrics-address=127.0.0.1:0",
 	}, append([]string{"SYSTEM_NAMESPACE=" + demo.SystemNamespace}, extraEnv...), false)
 	if err := demo.WaitReady(context.Background(), kubernetes.NewForConfigOrDie(env.Config), port, 2*time.Minute); err != nil {
 		p.stop(tb)
