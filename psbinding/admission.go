@@ -159,6 +159,7 @@ func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionController, error) {
 	ac.shapes = cfg.Shapes
 	ac.withContext = cfg.WithContext
 	ac.excludedNamespace = cfg.SystemNamespace
+	ac.logger = cfg.Logger
 	if !cfg.BindingResource.Empty() {
 		ac.resource.Store(&cfg.BindingResource)
 	}

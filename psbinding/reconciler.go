@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/controller/logging"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/tracker"
 )
@@ -272,7 +274,9 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	// Finalizer and status writes change b: keep them out of the cache.
 	b = b.DeepCopyObject().(Bindable)
 	if b.GetDeletionTimestamp() != nil {
-		return r.reconcileDeletion(ctx, b)
+		err := r.reconcileDeletion(ctx, b)
+		logPanic(ctx, err)
+		return err
 	}
 
 	orig := b.DeepCopyObject().(Bindable)
@@ -281,6 +285,7 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	status.SetObservedGeneration(b.GetGeneration())
 	status.InitializeConditions()
 	reconcileErr := r.reconcileBinding(ctx, b)
+	logPanic(ctx, reconcileErr)
 	if ctx.Err() != nil {
 		// Demoted, or shutting down: another replica (or this one, later)
 		// reconciles again; a status written now would be a write after
@@ -325,4 +330,17 @@ func (r *BaseReconciler) boundBy(b Bindable) duck.BoundBy {
 // describe names b for errors: "binding default/gh".
 func describe(b Bindable) string {
 	return "binding " + b.GetNamespace() + "/" + b.GetName()
+}
+
+// logPanic logs the stack of the first panic of a Binding's code that err
+// holds: once per reconcile, that is once per step of the work queue's
+// backoff, however many subjects panicked.
+func logPanic(ctx context.Context, err error) {
+	p, ok := errors.AsType[*PanicError](err)
+	if !ok {
+		return
+	}
+	logging.FromContext(ctx).Error("binding panicked; its other subjects are bound, and it is retried with backoff",
+		zap.String("binding", p.Binding), zap.String("call", p.Call), zap.String("subject", p.Subject),
+		zap.Any("panic", p.Value), zap.ByteString("stack", p.Stack))
 }

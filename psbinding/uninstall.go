@@ -79,6 +79,7 @@ func (r *BaseReconciler) Uninstall(ctx context.Context) error {
 			continue
 		}
 		if err := r.release(ctx, b.DeepCopyObject().(Bindable)); err != nil {
+			logPanic(ctx, err)
 			errs = append(errs, fmt.Errorf("uninstall: %w", err))
 		}
 	}
