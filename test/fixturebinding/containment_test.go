@@ -46,7 +46,7 @@ func TestPanickingDoIsContainedWithRealAPIServer(t *testing.T) {
 	r.waitBound(ns, "calm", fixturebinding.Kind, "bad")    // its other subject
 	r.waitBound(ns, "calm", fixturebinding.OtherKind, "other")
 	r.waitBound(ns, "bomb", fixturebinding.OtherKind, "other") // the other kind binds the subject bad panics on
-	r.waitReady(fixturebinding.OtherKind, ns, "other", "True", "Bound")
+	r.waitReady(fixturebinding.OtherKind, ns, "other", "True", "BindingAvailable")
 
 	// Admission: the subject bad panics on is refused with the panic's
 	// message; others are bound at creation by every kind.
@@ -88,7 +88,7 @@ func TestPanickingDoIsContainedWithRealAPIServer(t *testing.T) {
 	}
 	// The stack at most once per retry, and the retries back off: a
 	// minute of doubling waits from 5ms is about fourteen attempts.
-	stacks := r.logs.count("binding panicked", `"binding":"binding `+ns+`/bad"`)
+	stacks := r.logs.count("binding panicked; its other subjects are bound", `"binding":"binding `+ns+`/bad"`)
 	retries := r.logs.count("reconcile failed", `"key":"`+ns+`/bad"`)
 	if stacks == 0 || stacks > retries {
 		t.Errorf("%d stacks logged for %d failed reconciles of bad: want at least one and at most one per reconcile", stacks, retries)
@@ -96,7 +96,10 @@ func TestPanickingDoIsContainedWithRealAPIServer(t *testing.T) {
 	if retries > 30 {
 		t.Errorf("%d failed reconciles of bad in a minute: the retries do not back off", retries)
 	}
-	t.Logf("in 60s: %d failed reconciles of bad, %d stacks logged", retries, stacks)
+	if n := r.logs.count("binding panicked in admission", `"binding":"binding `+ns+`/bad"`); n != 1 {
+		t.Errorf("%d admission stacks logged for bad, want 1 (once per generation)", n)
+	}
+	t.Logf("in 60s: %d failed reconciles of bad (retries and subject events), %d stacks logged", retries, stacks)
 
 	// A restart finds the same Binding and does not crash either.
 	r.stop()
