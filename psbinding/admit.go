@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,9 +27,10 @@ type admitter struct {
 	index       atomic.Pointer[index[Bindable]]
 	shapes      duck.Shapes
 	withContext BindableContext // nil: Do and Undo run in the request's context
-	// excludedNamespace is never mutated, whatever the webhook configuration
-	// says: the namespace the webhook itself runs in.
-	excludedNamespace string
+	// excludedNamespaces are never mutated, whatever the webhook
+	// configuration says: the namespace the webhook itself runs in, and
+	// those Settings.ExcludedNamespaces names.
+	excludedNamespaces []string
 	// resource is the Bindings' resource, under which Admit records what it
 	// applied in the subject's duck.BoundAnnotation; empty until known.
 	resource atomic.Pointer[schema.GroupResource]
@@ -145,7 +147,7 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return webhook.Untouched(ctx)
 	}
-	if a.excludedNamespace != "" && req.Namespace == a.excludedNamespace {
+	if slices.Contains(a.excludedNamespaces, req.Namespace) {
 		return webhook.Untouched(ctx)
 	}
 	ix := a.index.Load()

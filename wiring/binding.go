@@ -162,11 +162,22 @@ func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (
 		}
 	}
 
+	// One value of what both paths must agree on; each constructor adds
+	// the namespaces its context excludes.
+	settings := psbinding.Settings{
+		WithContext:  opts.WithContext,
+		Shapes:       opts.Shapes,
+		SelectorMode: opts.SelectorMode,
+		// The webhook recognises the reconciler's patches by it.
+		FieldManager: opts.FieldManager,
+	}
+
 	b.Controller = func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		inf := informer(ctx)
 		lister := inf.Lister()
 		r := &psbinding.BaseReconciler{
-			GVR: gvr,
+			Settings: settings,
+			GVR:      gvr,
 			// Straight from the lister: the reconciler works on a copy.
 			Get: func(namespace, name string) (psbinding.Bindable, error) {
 				obj, err := lister.Get(namespace, name)
@@ -175,12 +186,8 @@ func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (
 				}
 				return PT(obj), nil
 			},
-			WithContext:      opts.WithContext,
-			Shapes:           opts.Shapes,
-			SelectorMode:     opts.SelectorMode,
 			AdmissionOnly:    opts.AdmissionOnly,
 			PatchConcurrency: opts.PatchConcurrency,
-			FieldManager:     opts.FieldManager,
 			Recorder:         controller.NewEventRecorder(ctx, injection.KubeClient(ctx), opts.Scheme, b.ControllerName),
 		}
 		impl := NewReconcilerImpl(ctx, b.ControllerName, r, inf.Informer(), listAll(lister))
@@ -196,13 +203,11 @@ func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (
 			inf.Informer().AddEventHandler(handler)
 			return listAll(inf.Lister())
 		}
-		return NewAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, opts.WithContext,
-			WithWebhookName(b.WebhookName), WithShapes(opts.Shapes), WithSelectorMode(opts.SelectorMode),
-			func(c *psbinding.AdmissionConfig) {
-				// The webhook recognises the reconciler's patches by its field manager.
-				c.FieldManager = opts.FieldManager
-				c.CallOnOwnPatches = opts.CallOnOwnPatches
-			})
+		return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, psbinding.AdmissionConfig{
+			Settings:         settings,
+			WebhookName:      b.WebhookName,
+			CallOnOwnPatches: opts.CallOnOwnPatches,
+		})
 	}
 	return b, nil
 }
