@@ -154,6 +154,17 @@ func (r *rig) deployment(ns, name string, labels map[string]string, containers .
 // binding creates a fixture Binding of kind selecting app=app in ns.
 func (r *rig) binding(kind, ns, name, app string, spec fixturebinding.Spec) {
 	r.t.Helper()
+	if err := r.tryBinding(kind, ns, name, app, spec); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// tryBinding is binding, returning the failure.
+func (r *rig) tryBinding(kind, ns, name, app string, specs ...fixturebinding.Spec) error {
+	var spec fixturebinding.Spec
+	if len(specs) > 0 {
+		spec = specs[0]
+	}
 	spec.Subject = tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}
 	b := &fixturebinding.Binding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: fixturebinding.Group + "/" + fixturebinding.Version, Kind: kind},
@@ -162,11 +173,10 @@ func (r *rig) binding(kind, ns, name, app string, spec fixturebinding.Spec) {
 	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
 	if err != nil {
-		r.t.Fatal(err)
+		return err
 	}
-	if _, err := r.dyn.Resource(fixturebinding.GVR(kind)).Namespace(ns).Create(context.Background(), &unstructured.Unstructured{Object: content}, metav1.CreateOptions{}); err != nil {
-		r.t.Fatal(err)
-	}
+	_, err = r.dyn.Resource(fixturebinding.GVR(kind)).Namespace(ns).Create(context.Background(), &unstructured.Unstructured{Object: content}, metav1.CreateOptions{})
+	return err
 }
 
 // ready reads the Binding's Ready condition.
