@@ -72,8 +72,14 @@ type AdmissionConfig struct {
 	CallInKubeNamespaces bool
 	// MaxSelectorNamespaces bounds the namespaces the namespaceSelector
 	// names; past it the selector covers every namespace but the protected
-	// ones. Default: DefaultMaxSelectorNamespaces.
+	// ones (logged, and counted by Observer). Default:
+	// DefaultMaxSelectorNamespaces.
 	MaxSelectorNamespaces int
+	// Observer, if set, is told how the webhook is scoped, for metrics.
+	// Nil means the controller.Observer of the reconcile's context when it
+	// is also an AdmissionObserver (as injection/sharedmain's metrics
+	// are), else none.
+	Observer AdmissionObserver
 	// Logger receives index and configuration problems. Default: none.
 	Logger *zap.Logger
 	// BindingResource is the Bindings' resource, under which admission
@@ -110,6 +116,9 @@ type AdmissionController struct {
 	cfg AdmissionConfig
 	// indexed counts the Bindings in the index Admit consults.
 	indexed atomic.Int64
+	// fellBack is whether the namespaceSelector last programmed covers
+	// every namespace but the protected ones.
+	fellBack atomic.Bool
 }
 
 var (
@@ -316,6 +325,11 @@ func (ac *AdmissionController) reconcileConfiguration(ctx context.Context, bindi
 	if len(namespaces) > ac.cfg.MaxSelectorNamespaces {
 		spec.namespaces, spec.allNamespaces = nil, true
 	}
+	if ac.fellBack.Swap(spec.allNamespaces) != spec.allNamespaces && spec.allNamespaces {
+		ac.cfg.Logger.Warn("webhook namespaceSelector falls back to every namespace but the protected ones: an outage of the webhook now blocks creates in namespaces without Bindings too",
+			zap.String("configuration", ac.cfg.ConfigurationName), zap.Int("namespaces", len(namespaces)), zap.Int("maxSelectorNamespaces", ac.cfg.MaxSelectorNamespaces))
+	}
+	ac.admissionObserverIn(ctx).WebhookScoped(ac.cfg.ConfigurationName, len(namespaces), spec.allNamespaces)
 	desired, err := desiredWebhookConfiguration(current, spec)
 	if err != nil {
 		return controller.NewPermanentError(err)
