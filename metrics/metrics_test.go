@@ -151,7 +151,7 @@ func exercise(t *testing.T, m *Metrics) {
 	m.clientResults.WithLabelValues("200", "GET").Inc()
 	m.WatchLeaders(fakeLeader{"c", true})
 	m.WatchIndexes(fakeIndex{"/p", 3, gr})
-	m.Controllers().(psbinding.AdmissionObserver).WebhookScoped("cfg", 3, false)
+	m.Controllers().(psbinding.AdmissionObserver).WebhookScoped("cfg", 10001, true)
 }
 
 // The fallback of a webhook's namespaceSelector is counted once per
