@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/duck"
 )
 
@@ -20,12 +22,19 @@ import (
 type misbehaving struct {
 	envBinding
 	panicDo, panicUndo bool
-	appendDo           bool // Do appends a container every time
-	undoNothing        bool // Undo leaves the env var
+	appendDo           bool   // Do appends a container every time
+	undoNothing        bool   // Undo leaves the env var
+	panicOn            string // Do and Undo panic on the subject of this name
+}
+
+func (b *misbehaving) DeepCopyObject() runtime.Object {
+	out := *b
+	out.envBinding = *b.envBinding.DeepCopyObject().(*envBinding)
+	return &out
 }
 
 func (b *misbehaving) Do(ctx context.Context, wp *duck.WithPod) {
-	if b.panicDo {
+	if b.panicDo || (b.panicOn != "" && wp.Name == b.panicOn) {
 		panic("boom in Do")
 	}
 	b.envBinding.Do(ctx, wp)
@@ -35,7 +44,7 @@ func (b *misbehaving) Do(ctx context.Context, wp *duck.WithPod) {
 }
 
 func (b *misbehaving) Undo(ctx context.Context, wp *duck.WithPod) {
-	if b.panicUndo {
+	if b.panicUndo || (b.panicOn != "" && wp.Name == b.panicOn) {
 		panic(errors.New("boom in Undo"))
 	}
 	if !b.undoNothing {
@@ -152,4 +161,98 @@ func TestAPIMessageIsBounded(t *testing.T) {
 	if len(msg) > maxAPIMessage+len(" [...]") || !strings.HasPrefix(msg, "422 Invalid: Deployment.apps \"web\" is invalid") || !strings.HasSuffix(msg, " [...]") {
 		t.Errorf("message of %d bytes: %q", len(msg), msg)
 	}
+}
+
+// misbehave makes f's Bindings misbehaving ones, set up by with.
+func (f *reconcilerFixture) misbehave(with func(*misbehaving)) {
+	get := f.r.Get
+	f.r.Get = func(ns, name string) (Bindable, error) {
+		b, err := get(ns, name)
+		if err != nil {
+			return nil, err
+		}
+		m := &misbehaving{envBinding: *b.(*envBinding)}
+		with(m)
+		return m, nil
+	}
+}
+
+type panickingSubResources struct{}
+
+func (panickingSubResources) Reconcile(context.Context, Bindable) error { panic("sub-resource boom") }
+func (panickingSubResources) ReconcileDeletion(context.Context, Bindable) error {
+	panic("sub-resource deletion boom")
+}
+
+// A panic of the Binding's code is the Binding's Ready condition, with a
+// Warning event, and a retry: the subjects it does not panic on are bound,
+// on every path, the uninstall's included.
+func TestBaseReconcilerContainsPanics(t *testing.T) {
+	web := matchLabels("app", "web")
+	t.Run("Do panics on one subject", func(t *testing.T) {
+		f := newReconcilerFixture(t, newEnvBinding("ns", "gh", deploymentRef("ns", "", web), "TOKEN", "t"),
+			testDeployment("ns", "calm", map[string]string{"app": "web"}), testDeployment("ns", "bomb", map[string]string{"app": "web"}))
+		f.misbehave(func(m *misbehaving) { m.panicOn = "bomb" })
+		f.waitCached(t, "ns", "bomb", func(*metav1.PartialObjectMetadata) bool { return true })
+		err := f.r.Reconcile(context.Background(), "ns/gh")
+		if _, ok := errors.AsType[*PanicError](err); !ok || controller.IsPermanentError(err) {
+			t.Fatalf("Reconcile: %v, want a *PanicError to retry", err)
+		}
+		b := f.binding(t, "ns", "gh")
+		if diff := cmp.Diff(readyCondition{"False", ReasonBindingPanicked}, ready(b)); diff != "" {
+			t.Errorf("Ready (-want +got):\n%s", diff)
+		}
+		if msg := b.Status.GetCondition("Ready").Message; !strings.Contains(msg, "Do panicked on subject deployments.apps ns/bomb: boom in Do") {
+			t.Errorf("Ready message %q does not name the subject and the panic", msg)
+		}
+		if diff := cmp.Diff([]corev1.EnvVar{{Name: "TOKEN", Value: "t"}}, f.deploymentEnv(t, "ns", "calm")); diff != "" {
+			t.Errorf("the other subject (-want +got):\n%s", diff)
+		}
+		if env := f.deploymentEnv(t, "ns", "bomb"); len(env) != 0 {
+			t.Errorf("the subject Do panicked on was patched: %v", env)
+		}
+		select {
+		case e := <-f.recorder.Events:
+			if !strings.Contains(e, ReasonBindingPanicked) {
+				t.Errorf("event %q", e)
+			}
+		default:
+			t.Error("no event")
+		}
+	})
+	t.Run("SubResourcesReconciler panics", func(t *testing.T) {
+		f := newReconcilerFixture(t, newEnvBinding("ns", "gh", deploymentRef("ns", "web", nil), "TOKEN", "t"), testDeployment("ns", "web", nil))
+		f.r.SubResourcesReconciler = panickingSubResources{}
+		if err := f.r.Reconcile(context.Background(), "ns/gh"); err == nil {
+			t.Fatal("Reconcile succeeded")
+		}
+		b := f.binding(t, "ns", "gh")
+		if diff := cmp.Diff(readyCondition{"False", ReasonBindingPanicked}, ready(b)); diff != "" {
+			t.Errorf("Ready (-want +got):\n%s", diff)
+		}
+		if msg := b.Status.GetCondition("Ready").Message; msg != "binding ns/gh: SubResourcesReconciler.Reconcile panicked: sub-resource boom" {
+			t.Errorf("Ready message %q", msg)
+		}
+	})
+	t.Run("Undo panics on one subject in uninstall", func(t *testing.T) {
+		bound := corev1.EnvVar{Name: "TOKEN", Value: "t"}
+		a := newEnvBinding("ns", "a", deploymentRef("ns", "", web), "TOKEN", "t")
+		a.Finalizers = []string{"test.bindkit.dev/envbindings"}
+		a.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"}
+		f := newReconcilerFixture(t, a,
+			recorded(testDeployment("ns", "calm", map[string]string{"app": "web"}, bound), "a"),
+			recorded(testDeployment("ns", "bomb", map[string]string{"app": "web"}, bound), "a"))
+		f.misbehave(func(m *misbehaving) { m.panicOn = "bomb" })
+		f.waitCached(t, "ns", "bomb", func(*metav1.PartialObjectMetadata) bool { return true })
+		err := f.r.Uninstall(context.Background())
+		if _, ok := errors.AsType[*PanicError](err); !ok {
+			t.Fatalf("Uninstall: %v, want a *PanicError", err)
+		}
+		if env := f.deploymentEnv(t, "ns", "calm"); len(env) != 0 {
+			t.Errorf("the other subject is still bound: %v", env)
+		}
+		if got := f.binding(t, "ns", "a").Finalizers; len(got) != 1 {
+			t.Errorf("finalizers %v: the Binding whose Undo panicked must keep its finalizer", got)
+		}
+	})
 }
