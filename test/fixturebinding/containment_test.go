@@ -43,7 +43,7 @@ func TestPanickingDoIsContainedWithRealAPIServer(t *testing.T) {
 			t.Errorf("Ready message %q does not contain %q", msg, want)
 		}
 	}
-	r.waitBound(ns, "calm", fixturebinding.Kind, "bad")    // its other subject
+	r.waitBound(ns, "calm", fixturebinding.Kind, "bad") // its other subject
 	r.waitBound(ns, "calm", fixturebinding.OtherKind, "other")
 	r.waitBound(ns, "bomb", fixturebinding.OtherKind, "other") // the other kind binds the subject bad panics on
 	r.waitReady(fixturebinding.OtherKind, ns, "other", "True", "BindingAvailable")
