@@ -30,6 +30,12 @@ type Bindable[T any] interface {
 	psbinding.Bindable
 }
 
+// Binding is the former name of Kind.
+//
+// Deprecated: use Kind; a Binding is the custom resource, and this is
+// the kind wired.
+type Binding = Kind
+
 // Options are the optional parts of a Binding kind's wiring. The zero value
 // wires a Binding whose Do and Undo need nothing but the Binding itself;
 // every zero field takes the default its comment names.
@@ -91,10 +97,11 @@ type Options struct {
 	Scheme *runtime.Scheme
 }
 
-// Binding is one Binding kind, wired: the two constructors that
+// Kind is one Binding kind, wired by New: the two constructors that
 // sharedmain.Main runs (each is a sharedmain.Constructor), and the names
-// they were wired with, which the deployment's YAML must repeat.
-type Binding struct {
+// they were wired with, which the deployment's YAML must repeat. It is not
+// itself a Binding (a psbinding.Bindable): it builds what binds them.
+type Kind struct {
 	// Controller builds the reconciler that binds existing subjects and
 	// unbinds them when a Binding goes (psbinding.BaseReconciler, completed
 	// by NewReconcilerImpl).
@@ -129,9 +136,9 @@ type Binding struct {
 // constructors it returns read only the context sharedmain (or a test,
 // see package injectiontest) gives them, and panic, naming what is
 // missing, only when that context lacks what package injection puts there.
-func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (*Binding, error) {
+func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (*Kind, error) {
 	kind := cmp.Or(opts.Kind, reflect.TypeFor[T]().Name())
-	b := &Binding{
+	b := &Kind{
 		GVR:                      gvr,
 		GVK:                      gvr.GroupVersion().WithKind(kind),
 		ControllerName:           cmp.Or(opts.ControllerName, gvr.Resource),
@@ -213,7 +220,7 @@ func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (
 }
 
 // validate reports every problem with gvr and the names, joined.
-func (b *Binding) validate(opts Options) error {
+func (b *Kind) validate(opts Options) error {
 	var errs []error
 	if b.GVR.Group == "" || b.GVR.Version == "" || b.GVR.Resource == "" {
 		errs = append(errs, fmt.Errorf("resource %q: group, version and resource are all required (a Binding kind is a custom resource)", b.GVR.String()))

@@ -157,6 +157,6 @@ func withContext(ctx context.Context, b psbinding.Bindable) (context.Context, er
 // New wires kind (Kind or OtherKind) with wiring.New and default options,
 // as a user's main does, but for WithContext, which honours
 // PanicInWithContext.
-func New(kind string) (*wiring.Binding, error) {
+func New(kind string) (*wiring.Kind, error) {
 	return wiring.New[Binding](GVR(kind), wiring.Options{Kind: kind, WithContext: withContext})
 }
