@@ -1,10 +1,14 @@
 package fixturebinding_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/fixturebinding"
@@ -169,4 +173,43 @@ func TestRefusedPatchQuotesTheAPIServerWithRealAPIServer(t *testing.T) {
 		}
 	}
 	r.running()
+}
+
+// --uninstall with a Binding whose Undo panics on one subject: the process
+// reports the panic and exits with an error instead of crashing; the
+// Binding's other subjects, and the other kind's, are unbound.
+func TestUninstallContainsPanicsWithRealAPIServer(t *testing.T) {
+	r := newRig(t)
+	ns := r.env.CreateNamespace(t, "uninstall-")
+	if _, err := r.deployment(ns, "calm", map[string]string{"app": "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.deployment(ns, "bomb", map[string]string{"app": "web", panicLabel: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	// bad binds both, then turns to panicking on bomb.
+	r.binding(fixturebinding.Kind, ns, "bad", "web", fixturebinding.Spec{})
+	r.binding(fixturebinding.OtherKind, ns, "other", "web", fixturebinding.Spec{})
+	r.waitBound(ns, "bomb", fixturebinding.Kind, "bad")
+	r.waitBound(ns, "bomb", fixturebinding.OtherKind, "other")
+	patch := fmt.Sprintf(`{"spec":{"panicOnLabel":%q}}`, panicLabel)
+	if _, err := r.dyn.Resource(fixturebinding.GVR(fixturebinding.Kind)).Namespace(ns).Patch(context.Background(), "bad", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReady(fixturebinding.Kind, ns, "bad", "False", psbinding.ReasonBindingPanicked)
+	r.stop()
+
+	err := r.uninstall()
+	if err == nil || !strings.Contains(err.Error(), "Undo panicked on subject deployments.apps "+ns+"/bomb") {
+		t.Errorf("--uninstall: %v, want an error naming the panic", err)
+	}
+	for _, c := range []struct{ name, kind string }{{"calm", fixturebinding.Kind}, {"calm", fixturebinding.OtherKind}, {"bomb", fixturebinding.OtherKind}} {
+		d, err := r.kube.AppsV1().Deployments(ns).Get(context.Background(), c.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := env(d, c.kind); ok {
+			t.Errorf("%s still bound by %s after --uninstall (%s)", c.name, c.kind, v)
+		}
+	}
 }

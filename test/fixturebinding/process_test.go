@@ -83,6 +83,25 @@ func newRig(t *testing.T) *rig {
 // start runs the process: both kinds, controller and webhook each.
 func (r *rig) start() {
 	r.t.Helper()
+	ctx, ctors := r.process(false)
+	ctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	r.done = make(chan error, 1)
+	go func() { r.done <- sharedmain.Run(ctx, "fixture-controller", ctors...) }()
+}
+
+// uninstall runs the process once with --uninstall and returns its error.
+func (r *rig) uninstall() error {
+	r.t.Helper()
+	ctx, ctors := r.process(true)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return sharedmain.Run(ctx, "fixture-controller", ctors...)
+}
+
+// process returns the context and constructors of the process.
+func (r *rig) process(uninstall bool) (context.Context, []sharedmain.Constructor) {
+	r.t.Helper()
 	var ctors []sharedmain.Constructor
 	for _, kind := range []string{fixturebinding.Kind, fixturebinding.OtherKind} {
 		b, err := fixturebinding.New(kind)
@@ -91,17 +110,14 @@ func (r *rig) start() {
 		}
 		ctors = append(ctors, b.Controller, b.Webhook)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ctx = sharedmain.WithFlags(ctx, sharedmain.Flags{
+	ctx := sharedmain.WithFlags(context.Background(), sharedmain.Flags{
 		Kubeconfig:     r.env.KubeconfigPath,
 		WebhookAddress: "127.0.0.1", WebhookPort: r.port, WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")},
-		WebhookGracePeriod: -1, MetricsAddress: "127.0.0.1:0",
+		WebhookGracePeriod: -1, MetricsAddress: "127.0.0.1:0", Uninstall: uninstall,
 	})
 	ctx = injection.WithSystemNamespace(ctx, r.system)
 	ctx = sharedmain.WithLogOutput(ctx, zapcore.AddSync(r.logs))
-	r.cancel = cancel
-	r.done = make(chan error, 1)
-	go func() { r.done <- sharedmain.Run(ctx, "fixture-controller", ctors...) }()
+	return ctx, ctors
 }
 
 // stop ends the process and reports how it ended.
