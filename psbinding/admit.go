@@ -188,8 +188,8 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return decodeRefusal(fmt.Sprintf("%s %s/%s", gk, req.Namespace, name), bindings, err)
 	}
-	object := fmt.Sprintf("%s %s/%s", gk, req.Namespace, name)
-	apps := make([]application, 0, len(bindings))
+	var small [4]application // most requests match few Bindings
+	apps := small[:0]
 	for _, b := range bindings {
 		bctx := ctx
 		if a.withContext != nil {
@@ -201,17 +201,16 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 			}
 		}
 		app := application{b: b, ctx: bctx, bind: b.GetDeletionTimestamp() == nil}
-		if by, record := a.boundBy(b); record {
-			app.by = &by
-		}
+		app.by, app.record = a.boundBy(b)
 		apps = append(apps, app)
 	}
-	_, ops, err := bindingStep(shape, before, object, apps...)
+	_, ops, err := bindingStep(shape, before, apps...)
 	if p, ok := errors.AsType[*PanicError](err); ok {
+		p.Subject = fmt.Sprintf("%s %s/%s", gk, req.Namespace, name)
 		return a.panicked(p, generationOf(bindings, p))
 	}
 	if err != nil {
-		return webhook.Errored(http.StatusInternalServerError, err)
+		return webhook.Errored(http.StatusInternalServerError, fmt.Errorf("%s %s/%s: %w", gk, req.Namespace, name, err))
 	}
 	resp := webhook.PatchResponse(ops)
 	if n := int64(len(resp.Patch)); n > limits.MaxPatchBytes {

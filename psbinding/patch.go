@@ -261,13 +261,13 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return readError(name, s, err)
 		}
-		app := application{b: b, ctx: mctx, bind: w.bind, by: &by}
-		after, ops, err := bindingStep(s.shape, before, subjectName, app)
+		app := application{b: b, ctx: mctx, bind: w.bind, by: by, record: true}
+		after, ops, err := bindingStep(s.shape, before, app)
 		if _, ok := errors.AsType[*PanicError](err); ok {
-			return err
+			return nameSubject(err, subjectName)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", describe(b), err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		if lastRejected != "" && u.GetResourceVersion() == lastRejected {
 			// Refused although nothing changed: the patch itself is wrong.
@@ -376,7 +376,7 @@ func refused(name string, shape duck.Shape, app application, before, after *duck
 // of the second run counts as no finding: the first run did not panic, and
 // the refusal is reported as it is.
 func misbehaviour(shape duck.Shape, app application, before, after *duck.WithPod) string {
-	again, ops, err := bindingStep(shape, after, "", app)
+	again, ops, err := bindingStep(shape, after, app)
 	if err != nil {
 		return ""
 	}
@@ -393,8 +393,8 @@ func misbehaviour(shape duck.Shape, app application, before, after *duck.WithPod
 	// Undo: Do on the unbound subject should give the bound one back (the
 	// bound record aside).
 	redo := app
-	redo.bind, redo.by = true, nil
-	rebound, _, err := bindingStep(shape, again, "", redo)
+	redo.bind, redo.record = true, false
+	rebound, _, err := bindingStep(shape, again, redo)
 	if err != nil {
 		return ""
 	}

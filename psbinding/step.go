@@ -2,6 +2,7 @@ package psbinding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 
@@ -83,48 +84,59 @@ type application struct {
 	ctx context.Context
 	// bind runs Do, else Undo.
 	bind bool
-	// by is how b records itself in the subject's duck.BoundAnnotation;
-	// nil records nothing (admission before the Bindings' resource is
-	// known).
-	by *duck.BoundBy
+	// by is how b records itself in the subject's duck.BoundAnnotation,
+	// when record is set (admission before the Bindings' resource is
+	// known records nothing).
+	by     duck.BoundBy
+	record bool
 }
 
 // bindingStep is the one binding step of both paths, admission and
 // reconciler: on a copy of before, each application's Do (or Undo) in
 // order, each followed by its record in the bound annotation, then the JSON
-// patch from before to the copy, computed with shape. subject names the
-// subject for errors. A panic of Do or Undo is returned as a *PanicError
-// and no patch: the subject is left as it is.
-func bindingStep(shape duck.Shape, before *duck.WithPod, subject string, apps ...application) (*duck.WithPod, []jsonpatch.JsonPatchOperation, error) {
+// patch from before to the copy, computed with shape. A panic of Do or Undo
+// is returned as a *PanicError whose Subject the caller fills in (naming
+// the subject costs allocations only a panic should pay), and no patch:
+// the subject is left as it is.
+func bindingStep(shape duck.Shape, before *duck.WithPod, apps ...application) (*duck.WithPod, []jsonpatch.JsonPatchOperation, error) {
 	after := before.DeepCopy()
-	for _, a := range apps {
-		if err := apply(a, after, subject); err != nil {
+	for i := range apps {
+		if err := apply(&apps[i], after); err != nil {
 			return nil, nil, err
 		}
 	}
 	ops, err := shape.CreatePatch(before, after)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: create patch: %w", subject, err)
+		return nil, nil, fmt.Errorf("create patch: %w", err)
 	}
 	return after, ops, nil
 }
 
 // apply runs one application on wp in place.
-func apply(a application, wp *duck.WithPod, subject string) error {
+func apply(a *application, wp *duck.WithPod) error {
 	if a.bind {
-		if err := contain(a.b, "Do", subject, func() { a.b.Do(a.ctx, wp) }); err != nil {
+		if err := contain(a.b, "Do", "", func() { a.b.Do(a.ctx, wp) }); err != nil {
 			return err
 		}
-		if a.by != nil {
-			duck.MarkBound(wp, *a.by, a.b.GetGeneration())
+		if a.record {
+			duck.MarkBound(wp, a.by, a.b.GetGeneration())
 		}
 		return nil
 	}
-	if err := contain(a.b, "Undo", subject, func() { a.b.Undo(a.ctx, wp) }); err != nil {
+	if err := contain(a.b, "Undo", "", func() { a.b.Undo(a.ctx, wp) }); err != nil {
 		return err
 	}
-	if a.by != nil {
-		duck.MarkUnbound(wp, *a.by)
+	if a.record {
+		duck.MarkUnbound(wp, a.by)
 	}
 	return nil
+}
+
+// nameSubject sets the Subject of a *PanicError err holds to subject, and
+// returns err.
+func nameSubject(err error, subject string) error {
+	if p, ok := errors.AsType[*PanicError](err); ok {
+		p.Subject = subject
+	}
+	return err
 }

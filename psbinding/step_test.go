@@ -62,7 +62,7 @@ func subjectPod(env ...corev1.EnvVar) *duck.WithPod {
 // the Binding, the call, the subject and the value, and makes no patch;
 // it leaves the subject it was given alone.
 func TestBindingStepContainsPanics(t *testing.T) {
-	by := &duck.BoundBy{Resource: schema.GroupResource{Group: "test.bindkit.dev", Resource: "envbindings"}, Name: "b"}
+	by := duck.BoundBy{Resource: schema.GroupResource{Group: "test.bindkit.dev", Resource: "envbindings"}, Name: "b"}
 	for _, tc := range []struct {
 		name    string
 		b       *misbehaving
@@ -78,7 +78,8 @@ func TestBindingStepContainsPanics(t *testing.T) {
 			tc.b.envBinding = *newEnvBinding("ns", "b", deploymentRef("ns", "web", nil), "X", "1")
 			before := subjectPod()
 			orig := before.DeepCopy()
-			_, ops, err := bindingStep(duck.PodSpecable(), before, "deployments.apps ns/web", application{b: tc.b, ctx: context.Background(), bind: tc.bind, by: by})
+			_, ops, err := bindingStep(duck.PodSpecable(), before, application{b: tc.b, ctx: context.Background(), bind: tc.bind, by: by, record: true})
+			err = nameSubject(err, "deployments.apps ns/web")
 			if diff := cmp.Diff(orig, before); diff != "" {
 				t.Errorf("the step changed the subject it was given (-want +got):\n%s", diff)
 			}
@@ -112,7 +113,7 @@ func TestCallWithContextContainsPanics(t *testing.T) {
 // restore, when the reconciler's objects show it; otherwise it quotes the
 // API server, bounded.
 func TestRefusedNamesTheMisbehaviour(t *testing.T) {
-	by := &duck.BoundBy{Resource: schema.GroupResource{Group: "test.bindkit.dev", Resource: "envbindings"}, Name: "b"}
+	by := duck.BoundBy{Resource: schema.GroupResource{Group: "test.bindkit.dev", Resource: "envbindings"}, Name: "b"}
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", field.ErrorList{
 		field.Duplicate(field.NewPath("spec", "template", "spec", "containers").Index(1).Child("name"), "extra"),
 	})
@@ -133,8 +134,8 @@ func TestRefusedNamesTheMisbehaviour(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.b.envBinding = *newEnvBinding("ns", "b", deploymentRef("ns", "web", nil), "X", "1")
-			app := application{b: tc.b, ctx: context.Background(), bind: tc.bind, by: by}
-			after, _, err := bindingStep(duck.PodSpecable(), tc.before, "s", app)
+			app := application{b: tc.b, ctx: context.Background(), bind: tc.bind, by: by, record: true}
+			after, _, err := bindingStep(duck.PodSpecable(), tc.before, app)
 			if err != nil {
 				t.Fatal(err)
 			}
