@@ -21,14 +21,20 @@ import (
 	"github.com/bindkit/bindkit/psbinding"
 )
 
-// Bindable is the constraint on a Binding kind's Go type: PT is *T, and *T
+// Pointer is the constraint on a Binding kind's Go type: PT is *T, and *T
 // is a psbinding.Bindable (a Kubernetes object with a subject, a status,
 // Do and Undo), as a CRD type that embeds metav1.TypeMeta,
 // metav1.ObjectMeta and duck.Status, with generated deep copies, is.
-type Bindable[T any] interface {
+type Pointer[T any] interface {
 	*T
 	psbinding.Bindable
 }
+
+// Bindable is the former name of Pointer.
+//
+// Deprecated: use Pointer; the contract a Binding implements is
+// psbinding.Bindable, and this is only the constraint that ties it to T.
+type Bindable[T any] = Pointer[T]
 
 // Binding is the former name of Kind.
 //
@@ -136,7 +142,7 @@ type Kind struct {
 // constructors it returns read only the context sharedmain (or a test,
 // see package injectiontest) gives them, and panic, naming what is
 // missing, only when that context lacks what package injection puts there.
-func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (*Kind, error) {
+func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*Kind, error) {
 	kind := cmp.Or(opts.Kind, reflect.TypeFor[T]().Name())
 	b := &Kind{
 		GVR:                      gvr,
