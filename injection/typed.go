@@ -57,6 +57,9 @@ func NewTypedInformer[T any, PT Object[T]](client dynamic.Interface, gvr schema.
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
 			list, err := resource.List(ctx, lo)
+			if apierrors.IsNotFound(err) && awaitServed(ctx, resource) {
+				list, err = resource.List(ctx, lo)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -64,6 +67,9 @@ func NewTypedInformer[T any, PT Object[T]](client dynamic.Interface, gvr schema.
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
 			w, err := resource.Watch(ctx, lo)
+			if apierrors.IsNotFound(err) && awaitServed(ctx, resource) {
+				w, err = resource.Watch(ctx, lo)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -249,4 +255,29 @@ func (l *typedList[T, PT]) DeepCopyObject() runtime.Object {
 		out.Items[i] = *PT(&l.Items[i]).DeepCopyObject().(PT)
 	}
 	return out
+}
+
+// servedPoll is how often awaitServed asks whether a resource is served.
+const servedPoll = 500 * time.Millisecond
+
+// awaitServed waits until the API server serves resource again (its CRD
+// was deleted, or is not established yet) and reports whether it does,
+// false when ctx ends first. The informer's list or watch waits here
+// instead of failing: a failure would send client-go's reflector into its
+// backoff, which grows to 30 seconds (with jitter, gaps of 39 s were seen),
+// so a CRD re-created meanwhile would be noticed only then. Waiting costs
+// one LIST of at most one object every servedPoll.
+func awaitServed(ctx context.Context, resource dynamic.NamespaceableResourceInterface) bool {
+	t := time.NewTicker(servedPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		if _, err := resource.List(ctx, metav1.ListOptions{Limit: 1}); !apierrors.IsNotFound(err) {
+			return ctx.Err() == nil
+		}
+	}
 }

@@ -46,3 +46,20 @@ func (o controllerObserver) SubjectsBound(binding schema.GroupResource, key type
 	}
 	m.subjectsBound.WithLabelValues(binding.String()).Add(float64(delta))
 }
+
+// WebhookScoped implements psbinding.AdmissionObserver: the namespaces the
+// selector names, and a count of each time it falls back to every
+// namespace.
+func (o controllerObserver) WebhookScoped(configuration string, namespaces int, allNamespaces bool) {
+	m := o.m
+	m.boundMu.Lock()
+	defer m.boundMu.Unlock()
+	if allNamespaces && !m.fellBack[configuration] {
+		m.selectorFallbacks.WithLabelValues(configuration).Inc()
+	}
+	m.fellBack[configuration] = allNamespaces
+	if allNamespaces {
+		namespaces = 0
+	}
+	m.selectorNamespaces.WithLabelValues(configuration).Set(float64(namespaces))
+}

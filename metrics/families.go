@@ -50,6 +50,8 @@ const (
 	subjectPatches           = "bindkit_subject_patches_total"
 	subjectConflicts         = "bindkit_subject_patch_conflicts_total"
 	subjectsBound            = "bindkit_subjects_bound"
+	selectorNamespaces       = "bindkit_webhook_selector_namespaces"
+	selectorFallbacks        = "bindkit_webhook_selector_fallbacks_total"
 	certificateExpiry        = "bindkit_certificate_expiry_timestamp_seconds"
 	certificateRotations     = "bindkit_certificate_rotations_total"
 	queueDepth               = "bindkit_workqueue_depth"
@@ -63,6 +65,7 @@ const (
 	clientRequests           = "bindkit_client_requests_total"
 	clientRateLimiterWait    = "bindkit_client_rate_limiter_duration_seconds"
 	labelPath                = "path"
+	labelConfiguration       = "configuration"
 	labelOperation           = "operation"
 	labelOutcome             = "outcome"
 	labelDryRun              = "dry_run"
@@ -100,6 +103,10 @@ var families = []Family{
 		Help: "Subject patches refused because the subject changed since it was read (each is read again and retried), by Binding resource."},
 	{Name: subjectsBound, Type: Gauge, Labels: []string{labelResource},
 		Help: "Subjects bound by the Bindings of a resource, as this replica last reconciled them (the leader's is current)."},
+	{Name: selectorNamespaces, Type: Gauge, Labels: []string{labelConfiguration},
+		Help: "Namespaces holding a Binding that the leader's webhook configuration names in its namespaceSelector, by MutatingWebhookConfiguration; 0 while the selector falls back to every namespace."},
+	{Name: selectorFallbacks, Type: Counter, Labels: []string{labelConfiguration},
+		Help: "Times the webhook's namespaceSelector fell back to every namespace but the protected ones (more namespaces hold Bindings than MaxSelectorNamespaces, default 10000), by MutatingWebhookConfiguration."},
 	{Name: certificateExpiry, Type: Gauge, Labels: []string{labelCertificate},
 		Help: "When the webhook's current CA (certificate=ca) and serving certificate (certificate=serving) expire, in Unix seconds; 0 while the Secret holds none."},
 	{Name: certificateRotations, Type: Counter, Labels: []string{labelCertificate},

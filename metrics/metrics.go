@@ -30,8 +30,13 @@ type Metrics struct {
 	subjectPatches   *prometheus.CounterVec
 	subjectConflicts *prometheus.CounterVec
 	subjectsBound    *prometheus.GaugeVec
-	boundMu          sync.Mutex
-	bound            map[schema.GroupResource]map[types.NamespacedName]int
+	// selectorNamespaces and selectorFallbacks count how webhooks are
+	// scoped; fellBack is each configuration's last state, under boundMu.
+	selectorNamespaces *prometheus.GaugeVec
+	selectorFallbacks  *prometheus.CounterVec
+	fellBack           map[string]bool
+	boundMu            sync.Mutex
+	bound              map[schema.GroupResource]map[types.NamespacedName]int
 
 	certificateExpiry    *prometheus.GaugeVec
 	certificateRotations *prometheus.CounterVec
@@ -66,10 +71,13 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		queueLongest:    newGaugeVec(queueLongestRunning),
 		queueRetries:    newCounterVec(queueRetries),
 
-		subjectPatches:   newCounterVec(subjectPatches),
-		subjectConflicts: newCounterVec(subjectConflicts),
-		subjectsBound:    newGaugeVec(subjectsBound),
-		bound:            map[schema.GroupResource]map[types.NamespacedName]int{},
+		subjectPatches:     newCounterVec(subjectPatches),
+		subjectConflicts:   newCounterVec(subjectConflicts),
+		subjectsBound:      newGaugeVec(subjectsBound),
+		selectorNamespaces: newGaugeVec(selectorNamespaces),
+		selectorFallbacks:  newCounterVec(selectorFallbacks),
+		fellBack:           map[string]bool{},
+		bound:              map[schema.GroupResource]map[types.NamespacedName]int{},
 
 		certificateExpiry:    newGaugeVec(certificateExpiry),
 		certificateRotations: newCounterVec(certificateRotations),
@@ -85,6 +93,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.reconciles, m.reconcileDuration,
 		m.queueDepth, m.queueAdds, m.queueLatency, m.queueWork, m.queueUnfinished, m.queueLongest, m.queueRetries,
 		m.subjectPatches, m.subjectConflicts, m.subjectsBound,
+		m.selectorNamespaces, m.selectorFallbacks,
 		m.certificateExpiry, m.certificateRotations,
 		m.clientLatency, m.clientRateLimiter, m.clientResults,
 		m.scraped,

@@ -151,6 +151,36 @@ func exercise(t *testing.T, m *Metrics) {
 	m.clientResults.WithLabelValues("200", "GET").Inc()
 	m.WatchLeaders(fakeLeader{"c", true})
 	m.WatchIndexes(fakeIndex{"/p", 3, gr})
+	m.Controllers().(psbinding.AdmissionObserver).WebhookScoped("cfg", 10001, true)
+}
+
+// The fallback of a webhook's namespaceSelector is counted once per
+// engagement, and the gauge says how many namespaces it names.
+func TestWebhookScopedCountsFallbacks(t *testing.T) {
+	m, _ := newMetrics(t)
+	o := m.Controllers().(psbinding.AdmissionObserver)
+	for _, step := range []struct {
+		namespaces int
+		all        bool
+	}{{3, false}, {10001, true}, {10002, true}, {9000, false}, {10001, true}} {
+		o.WebhookScoped("cfg", step.namespaces, step.all)
+	}
+	value := func(c interface{ Write(*dto.Metric) error }) float64 {
+		var d dto.Metric
+		if err := c.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Counter != nil {
+			return d.Counter.GetValue()
+		}
+		return d.Gauge.GetValue()
+	}
+	if got := value(m.selectorFallbacks.WithLabelValues("cfg")); got != 2 {
+		t.Errorf("fallbacks counted: %v, want 2", got)
+	}
+	if got := value(m.selectorNamespaces.WithLabelValues("cfg")); got != 0 {
+		t.Errorf("namespaces while fallen back: %v, want 0", got)
+	}
 }
 
 func TestNewRegistersEveryFamily(t *testing.T) {

@@ -21,13 +21,20 @@ import (
 
 	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/controller"
-	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/webhook"
 )
 
 // AdmissionConfig is what an AdmissionController needs. Fields without a
 // stated default are required.
 type AdmissionConfig struct {
+	// Settings are what the admission controller shares with the kind's
+	// BaseReconciler: WithContext, Shapes, SelectorMode, FieldManager
+	// (also of the webhook configuration it writes) and
+	// ExcludedNamespaces. Nil ExcludedNamespaces means KubeNamespaces
+	// unless CallInKubeNamespaces is set; SystemNamespace is excluded
+	// always.
+	Settings
+
 	// ConfigurationName is the MutatingWebhookConfiguration the controller
 	// programs; it is installed beforehand (see config/) and names the
 	// webhook, its client config and its failure policy.
@@ -38,8 +45,6 @@ type AdmissionConfig struct {
 	Path string
 	// ListAll lists every Binding of the kind.
 	ListAll ListAll
-	// WithContext, if set, prepares the context Do and Undo run in.
-	WithContext BindableContext
 	// KubeClient updates the webhook configuration.
 	KubeClient kubernetes.Interface
 	// ConfigurationLister reads the configuration from an informer limited
@@ -62,19 +67,19 @@ type AdmissionConfig struct {
 	// SystemNamespace is where the webhook runs; it is never mutated, and
 	// the webhook is never called there.
 	SystemNamespace string
-	// SelectorMode chooses exclusion (the default) or inclusion of
-	// namespaces.
-	SelectorMode SelectorMode
 	// CallInKubeNamespaces lets the webhook be called in KubeNamespaces
 	// when Bindings there need it; by default it never is.
 	CallInKubeNamespaces bool
 	// MaxSelectorNamespaces bounds the namespaces the namespaceSelector
 	// names; past it the selector covers every namespace but the protected
-	// ones. Default: DefaultMaxSelectorNamespaces.
+	// ones (logged, and counted by Observer). Default:
+	// DefaultMaxSelectorNamespaces.
 	MaxSelectorNamespaces int
-	// Shapes finds the pod template of each subject kind; the zero value
-	// knows the built-in shapes.
-	Shapes duck.Shapes
+	// Observer, if set, is told how the webhook is scoped, for metrics.
+	// Nil means the controller.Observer of the reconcile's context when it
+	// is also an AdmissionObserver (as injection/sharedmain's metrics
+	// are), else none.
+	Observer AdmissionObserver
 	// Logger receives index and configuration problems. Default: none.
 	Logger *zap.Logger
 	// BindingResource is the Bindings' resource, under which admission
@@ -86,7 +91,7 @@ type AdmissionConfig struct {
 	// process's reconcilers send to subjects. By default it is not: the
 	// webhook carries the match condition OwnPatchesCondition, which lets
 	// the kube-apiserver skip it for an UPDATE whose field manager is the
-	// controller's (FieldManager below). Such a patch already carries its
+	// controller's (Settings.FieldManager). Such a patch already carries its
 	// Binding's Do and records it, so calling the webhook on it only costs
 	// a round trip per subject (1,000 calls to bind 1,000 subjects); other
 	// Bindings that select the subject bind it through their own
@@ -94,11 +99,6 @@ type AdmissionConfig struct {
 	// webhook too, which gives it nothing it does not have already: any
 	// writer of a subject can opt it out of both paths with ExcludeLabel.
 	CallOnOwnPatches bool
-	// FieldManager names the controller in the managedFields of the
-	// webhook configuration it writes. Default: the field manager of the
-	// reconcile's context (controller.WithFieldManager:
-	// injection/sharedmain's component name), else DefaultFieldManager.
-	FieldManager string
 }
 
 // AdmissionController binds subjects as they are created or updated. It is
@@ -116,6 +116,9 @@ type AdmissionController struct {
 	cfg AdmissionConfig
 	// indexed counts the Bindings in the index Admit consults.
 	indexed atomic.Int64
+	// fellBack is whether the namespaceSelector last programmed covers
+	// every namespace but the protected ones.
+	fellBack atomic.Bool
 }
 
 var (
@@ -158,12 +161,24 @@ func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionController, error) {
 	ac := &AdmissionController{cfg: cfg}
 	ac.shapes = cfg.Shapes
 	ac.withContext = cfg.WithContext
-	ac.excludedNamespace = cfg.SystemNamespace
+	ac.excludedNamespaces = admissionExcluded(cfg)
+	ac.logger = cfg.Logger
 	if !cfg.BindingResource.Empty() {
 		ac.resource.Store(&cfg.BindingResource)
 	}
 	ac.PromoteFunc = func(enqueue func(string)) { enqueue(ac.Key()) }
 	return ac, nil
+}
+
+// admissionExcluded is where admission never mutates: the Settings'
+// ExcludedNamespaces (nil: KubeNamespaces, unless CallInKubeNamespaces),
+// and the system namespace always.
+func admissionExcluded(cfg AdmissionConfig) []string {
+	excluded := slices.Clone(cfg.ExcludedNamespaces)
+	if excluded == nil && !cfg.CallInKubeNamespaces {
+		excluded = slices.Clone(KubeNamespaces)
+	}
+	return append(excluded, cfg.SystemNamespace)
 }
 
 // Key is the one work-queue key the controller reconciles.
@@ -204,7 +219,7 @@ func (ac *AdmissionController) Reconcile(ctx context.Context, _ string) error {
 // AdmissionConfig.FieldManager, else the process's
 // (controller.WithFieldManager), else DefaultFieldManager.
 func (ac *AdmissionController) fieldManager(ctx context.Context) string {
-	return cmp.Or(ac.cfg.FieldManager, controller.FieldManager(ctx), DefaultFieldManager)
+	return ac.cfg.Settings.fieldManager(ctx)
 }
 
 // IndexedBindings returns how many Bindings the index Admit consults
@@ -310,6 +325,11 @@ func (ac *AdmissionController) reconcileConfiguration(ctx context.Context, bindi
 	if len(namespaces) > ac.cfg.MaxSelectorNamespaces {
 		spec.namespaces, spec.allNamespaces = nil, true
 	}
+	if ac.fellBack.Swap(spec.allNamespaces) != spec.allNamespaces && spec.allNamespaces {
+		ac.cfg.Logger.Warn("webhook namespaceSelector falls back to every namespace but the protected ones: an outage of the webhook now blocks creates in namespaces without Bindings too",
+			zap.String("configuration", ac.cfg.ConfigurationName), zap.Int("namespaces", len(namespaces)), zap.Int("maxSelectorNamespaces", ac.cfg.MaxSelectorNamespaces))
+	}
+	ac.admissionObserverIn(ctx).WebhookScoped(ac.cfg.ConfigurationName, len(namespaces), spec.allNamespaces)
 	desired, err := desiredWebhookConfiguration(current, spec)
 	if err != nil {
 		return controller.NewPermanentError(err)

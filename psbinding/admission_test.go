@@ -2,6 +2,7 @@ package psbinding
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -194,9 +195,18 @@ func TestAdmissionControllerCallsWebhookOnlyWhereBindingsApply(t *testing.T) {
 			if tt.max != 0 {
 				ac.cfg.MaxSelectorNamespaces = tt.max
 			}
+			scoped := &scopeRecorder{}
+			ac.cfg.Observer = scoped
 			ac.Promote(func(string) {})
 			if err := ac.Reconcile(t.Context(), ac.Key()); err != nil {
 				t.Fatal(err)
+			}
+			wantN := len(tt.wantIn)
+			if tt.max != 0 {
+				wantN = len(tt.bindings) // each in its own namespace
+			}
+			if want := fmt.Sprintf("%d namespaces, all=%v", wantN, tt.max != 0); scoped.last != want {
+				t.Errorf("observer told %q, want %q", scoped.last, want)
 			}
 			got, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(t.Context(), "bindings.bindkit.dev", metav1.GetOptions{})
 			if err != nil {
@@ -409,4 +419,11 @@ func TestAdmissionControllerUninstallEmptiesItsRules(t *testing.T) {
 	if err := ac.Uninstall(ctx); err != nil {
 		t.Errorf("second Uninstall: %v", err)
 	}
+}
+
+// scopeRecorder is an AdmissionObserver that keeps the last call.
+type scopeRecorder struct{ last string }
+
+func (s *scopeRecorder) WebhookScoped(_ string, namespaces int, all bool) {
+	s.last = fmt.Sprintf("%d namespaces, all=%v", namespaces, all)
 }

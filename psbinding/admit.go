@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
@@ -25,12 +27,54 @@ type admitter struct {
 	index       atomic.Pointer[index[Bindable]]
 	shapes      duck.Shapes
 	withContext BindableContext // nil: Do and Undo run in the request's context
-	// excludedNamespace is never mutated, whatever the webhook configuration
-	// says: the namespace the webhook itself runs in.
-	excludedNamespace string
+	// excludedNamespaces are never mutated, whatever the webhook
+	// configuration says: the namespace the webhook itself runs in, and
+	// those Settings.ExcludedNamespaces names.
+	excludedNamespaces []string
 	// resource is the Bindings' resource, under which Admit records what it
 	// applied in the subject's duck.BoundAnnotation; empty until known.
 	resource atomic.Pointer[schema.GroupResource]
+	// logger receives the stack of a Binding's panic, once per Binding
+	// generation (panicsLogged), so a Binding that panics on every request
+	// does not flood the log.
+	logger       *zap.Logger
+	mu           sync.Mutex
+	panicsLogged map[string]bool
+}
+
+// generationOf is the generation of the Binding p names, 0 if none does.
+func generationOf(bindings []Bindable, p *PanicError) int64 {
+	for _, b := range bindings {
+		if describe(b) == p.Binding {
+			return b.GetGeneration()
+		}
+	}
+	return 0
+}
+
+// maxPanicsLogged bounds panicsLogged; past it the record starts over.
+const maxPanicsLogged = 1024
+
+// panicked answers a request on which a Binding's code panicked: refused
+// with the panic's message (Binding, subject, value). The stack goes to the
+// log the first time the Binding's generation panics in this process.
+func (a *admitter) panicked(p *PanicError, generation int64) *admissionv1.AdmissionResponse {
+	key := fmt.Sprintf("%s@%d:%s", p.Binding, generation, p.Call)
+	a.mu.Lock()
+	first := !a.panicsLogged[key]
+	if first {
+		if a.panicsLogged == nil || len(a.panicsLogged) >= maxPanicsLogged {
+			a.panicsLogged = map[string]bool{}
+		}
+		a.panicsLogged[key] = true
+	}
+	a.mu.Unlock()
+	if first && a.logger != nil {
+		a.logger.Error("binding panicked in admission; further panics of it are answered without a stack in the log",
+			zap.String("binding", p.Binding), zap.String("call", p.Call), zap.String("subject", p.Subject),
+			zap.Any("panic", p.Value), zap.ByteString("stack", p.Stack))
+	}
+	return webhook.Errored(http.StatusInternalServerError, p)
 }
 
 // boundBy is how b appears in a subject's duck.BoundAnnotation, and whether
@@ -103,7 +147,7 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return webhook.Untouched(ctx)
 	}
-	if a.excludedNamespace != "" && req.Namespace == a.excludedNamespace {
+	if slices.Contains(a.excludedNamespaces, req.Namespace) {
 		return webhook.Untouched(ctx)
 	}
 	ix := a.index.Load()
@@ -144,30 +188,29 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return decodeRefusal(fmt.Sprintf("%s %s/%s", gk, req.Namespace, name), bindings, err)
 	}
-	after := before.DeepCopy()
+	var small [4]application // most requests match few Bindings
+	apps := small[:0]
 	for _, b := range bindings {
 		bctx := ctx
 		if a.withContext != nil {
-			if bctx, err = a.withContext(ctx, b); err != nil {
+			if bctx, err = callWithContext(ctx, a.withContext, b); err != nil {
+				if p, ok := errors.AsType[*PanicError](err); ok {
+					return a.panicked(p, b.GetGeneration())
+				}
 				return webhook.Denied(fmt.Sprintf("binding %s/%s: %v", b.GetNamespace(), b.GetName(), err))
 			}
 		}
-		by, record := a.boundBy(b)
-		if b.GetDeletionTimestamp() != nil {
-			b.Undo(bctx, after)
-			if record {
-				duck.MarkUnbound(after, by)
-			}
-		} else {
-			b.Do(bctx, after)
-			if record {
-				duck.MarkBound(after, by, b.GetGeneration())
-			}
-		}
+		app := application{b: b, ctx: bctx, bind: b.GetDeletionTimestamp() == nil}
+		app.by, app.record = a.boundBy(b)
+		apps = append(apps, app)
 	}
-	ops, err := shape.CreatePatch(before, after)
+	_, ops, err := bindingStep(shape, before, apps...)
+	if p, ok := errors.AsType[*PanicError](err); ok {
+		p.Subject = fmt.Sprintf("%s %s/%s", gk, req.Namespace, name)
+		return a.panicked(p, generationOf(bindings, p))
+	}
 	if err != nil {
-		return webhook.Errored(http.StatusInternalServerError, fmt.Errorf("%s %s/%s: create patch: %w", gk, req.Namespace, name, err))
+		return webhook.Errored(http.StatusInternalServerError, fmt.Errorf("%s %s/%s: %w", gk, req.Namespace, name, err))
 	}
 	resp := webhook.PatchResponse(ops)
 	if n := int64(len(resp.Patch)); n > limits.MaxPatchBytes {

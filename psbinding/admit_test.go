@@ -70,7 +70,8 @@ func TestAdmit(t *testing.T) {
 	deleting.DeletionTimestamp = &now
 	failing := newEnvBinding("ns", "failing", deploymentRef("ns", "broken", nil), "X", "4")
 	big := newEnvBinding("ns", "big", deploymentRef("ns", "big", nil), "BIG", strings.Repeat("x", 50))
-	bindings := []Bindable{exact, selector, deleting, failing, big}
+	panicking := &misbehaving{envBinding: *newEnvBinding("ns", "panicking", deploymentRef("ns", "bomb", nil), "P", "5"), panicDo: true}
+	bindings := []Bindable{exact, selector, deleting, failing, big, panicking}
 
 	webLabels := map[string]string{"app": "web"}
 	tests := []struct {
@@ -190,10 +191,16 @@ func TestAdmit(t *testing.T) {
 			return deploymentRequest(admissionv1.Create, "ns", "broken", deploymentJSON(t, "ns", "broken", nil))
 		},
 		want: decision{Code: 403, Message: "binding ns/failing: secret missing"},
+	}, {
+		name: "a panicking Do refuses the subject and names the binding, the subject and the value",
+		req: func(t *testing.T) *admissionv1.AdmissionRequest {
+			return deploymentRequest(admissionv1.Create, "ns", "bomb", deploymentJSON(t, "ns", "bomb", nil))
+		},
+		want: decision{Code: 500, Message: "binding ns/panicking: Do panicked on subject Deployment.apps ns/bomb: boom in Do"},
 	}}
 
 	a := &admitter{
-		excludedNamespace: "bindkit-system",
+		excludedNamespaces: []string{"bindkit-system"},
 		withContext: func(ctx context.Context, b Bindable) (context.Context, error) {
 			if b.GetName() == "failing" {
 				return nil, errors.New("secret missing")

@@ -35,6 +35,22 @@
 //     patched: the Binding says so (reason SubjectHasNoPodTemplate, naming
 //     the kind and the path) and admission lets the subject through
 //     unchanged.
+//   - Containment. A panic of the author's code (Do, Undo, WithContext, a
+//     SubResourcesReconciler) never ends the process: it is a *PanicError,
+//     the Binding's Ready condition (reason ReasonBindingPanicked, naming
+//     the subject and the value) and a retry with backoff; the Binding's
+//     other subjects are still bound and admission refuses only the object
+//     it panicked on. Do, Undo and the bound record run in one binding
+//     step, the same on both paths, which contains them.
+//   - The API server's words. A subject patch refused with the subject
+//     unchanged quotes the kube-apiserver (bounded), and is reported as
+//     ReasonDoNotIdempotent or ReasonUndoNotRestoring when a second run of
+//     Do or Undo shows why.
+//
+// Settings holds what both paths of a kind must agree on (WithContext,
+// Shapes, SelectorMode, FieldManager, ExcludedNamespaces); BaseReconciler
+// and AdmissionConfig embed it, and package wiring builds one value for
+// both.
 //
 // # The reconcile path
 //

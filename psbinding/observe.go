@@ -48,3 +48,29 @@ type nopObserver struct{}
 func (nopObserver) SubjectPatched(schema.GroupResource, bool)                     {}
 func (nopObserver) SubjectConflict(schema.GroupResource)                          {}
 func (nopObserver) SubjectsBound(schema.GroupResource, types.NamespacedName, int) {}
+
+// AdmissionObserver is told how an AdmissionController scoped its webhook,
+// for metrics (package metrics implements it for Prometheus). It is called
+// by the leader each time it programs the configuration, from one
+// goroutine at a time per controller; it must be quick.
+type AdmissionObserver interface {
+	// WebhookScoped: the configuration's namespaceSelector names the
+	// namespaces namespaces holding a Binding of the kind, or, when
+	// allNamespaces, there were more than MaxSelectorNamespaces of them
+	// and it covers every namespace but the protected ones.
+	WebhookScoped(configuration string, namespaces int, allNamespaces bool)
+}
+
+// admissionObserverIn returns cfg.Observer, else the controller.Observer
+// of ctx when it is also an AdmissionObserver, else one that does nothing.
+func (ac *AdmissionController) admissionObserverIn(ctx context.Context) AdmissionObserver {
+	if ac.cfg.Observer != nil {
+		return ac.cfg.Observer
+	}
+	if o, ok := controller.ObserverFrom(ctx).(AdmissionObserver); ok && o != nil {
+		return o
+	}
+	return nopObserver{}
+}
+
+func (nopObserver) WebhookScoped(string, int, bool) {}

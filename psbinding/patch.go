@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
+	"gomodules.xyz/jsonpatch/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -166,12 +169,26 @@ func classify(b Bindable, errs []error) error {
 		return nil
 	}
 	joined := summarize(errs)
+	for _, err := range errs {
+		if _, ok := errors.AsType[*PanicError](err); ok {
+			// Retried with the work queue's capped backoff: the panic may
+			// depend on the subject, which may change.
+			return unavailable(ReasonBindingPanicked, joined, joined)
+		}
+	}
 	for _, reason := range []string{ReasonSubjectHasNoPodTemplate, ReasonSubjectUnreadable} {
 		for _, err := range errs {
 			if u, ok := errors.AsType[*unavailableError](err); ok && u.reason == reason {
 				// Retrying cannot help; a change to the subject reconciles
 				// the Binding again through the tracker.
 				return unavailable(reason, joined, nil)
+			}
+		}
+	}
+	for _, reason := range []string{ReasonDoNotIdempotent, ReasonUndoNotRestoring} {
+		for _, err := range errs {
+			if u, ok := errors.AsType[*unavailableError](err); ok && u.reason == reason {
+				return unavailable(reason, joined, joined)
 			}
 		}
 	}
@@ -191,7 +208,16 @@ const maxReported = 3
 // order patches happened to fail in would be a status write, and a
 // reconcile, per attempt.
 func summarize(errs []error) error {
-	sorted := slices.SortedFunc(slices.Values(errs), func(a, b error) int { return cmp.Compare(a.Error(), b.Error()) })
+	// Panics first: a condition quoting three subjects names the panic.
+	rank := func(err error) int {
+		if _, ok := errors.AsType[*PanicError](err); ok {
+			return 0
+		}
+		return 1
+	}
+	sorted := slices.SortedFunc(slices.Values(errs), func(a, b error) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a.Error(), b.Error()))
+	})
 	if len(sorted) <= maxReported {
 		return errors.Join(sorted...)
 	}
@@ -208,11 +234,15 @@ func summarize(errs []error) error {
 // as safe as a stale read).
 func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *subject, w work, first *unstructured.Unstructured) error {
 	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
-	name := fmt.Sprintf("%s: subject %s %s/%s", describe(b), s.gvr.GroupResource(), s.ref.Namespace, w.name)
+	subjectName := fmt.Sprintf("%s %s/%s", s.gvr.GroupResource(), s.ref.Namespace, w.name)
+	name := fmt.Sprintf("%s: subject %s", describe(b), subjectName)
 	by := r.boundBy(b)
 	observer := r.observerIn(ctx)
 	wait := firstPatchWait
-	var lastRejected string // resourceVersion of the last object whose patch was refused
+	var (
+		lastRejected string // resourceVersion of the last object whose patch was refused
+		lastRefusal  error  // the API server's answer to it
+	)
 	for attempt := 1; ; attempt++ {
 		u, err := first, error(nil)
 		if attempt > 1 || u == nil {
@@ -227,25 +257,21 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if u.GetDeletionTimestamp() != nil {
 			return nil
 		}
-		if lastRejected != "" && u.GetResourceVersion() == lastRejected {
-			// Refused although nothing changed: the patch itself is wrong.
-			return fmt.Errorf("%s: patch refused by the API server with the subject unchanged", name)
-		}
 		before, err := s.shape.FromUnstructured(u)
 		if err != nil {
 			return readError(name, s, err)
 		}
-		after := before.DeepCopy()
-		if w.bind {
-			b.Do(mctx, after)
-			duck.MarkBound(after, by, b.GetGeneration())
-		} else {
-			b.Undo(mctx, after)
-			duck.MarkUnbound(after, by)
+		app := application{b: b, ctx: mctx, bind: w.bind, by: by, record: true}
+		after, ops, err := bindingStep(s.shape, before, app)
+		if _, ok := errors.AsType[*PanicError](err); ok {
+			return nameSubject(err, subjectName)
 		}
-		ops, err := s.shape.CreatePatch(before, after)
 		if err != nil {
-			return fmt.Errorf("%s: create patch: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if lastRejected != "" && u.GetResourceVersion() == lastRejected {
+			// Refused although nothing changed: the patch itself is wrong.
+			return refused(name, s.shape, app, before, after, lastRefusal)
 		}
 		if len(ops) == 0 {
 			return nil
@@ -274,7 +300,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		// A failed test comes back as 422 Invalid. If the subject did not
 		// change meanwhile, the next read says so and the loop ends above.
-		lastRejected = u.GetResourceVersion()
+		lastRejected, lastRefusal = u.GetResourceVersion(), err
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", name, ctx.Err())
@@ -302,4 +328,130 @@ func readError(name string, s *subject, err error) error {
 		return unavailable(ReasonSubjectHasNoPodTemplate, fmt.Errorf("%s: %w; declare where %s keeps its pod template with duck.Shapes (TemplateAt)", name, err, s.gvk.Kind), nil)
 	}
 	return unavailable(ReasonSubjectUnreadable, fmt.Errorf("%s: %w", name, err), nil)
+}
+
+// Reasons of a subject patch the API server refused with the subject
+// unchanged, when the reconciler can tell why from the objects it holds.
+const (
+	// ReasonDoNotIdempotent: Do, run again on its own result, changes it
+	// again (it appends rather than sets, say), so the patch it makes is
+	// refused (a duplicate container) or would grow the subject at every
+	// admission.
+	ReasonDoNotIdempotent = "DoNotIdempotent"
+	// ReasonUndoNotRestoring: Undo, run on a subject Do bound, does not
+	// take back what Do changed, or changes it again when run twice.
+	ReasonUndoNotRestoring = "UndoNotRestoring"
+)
+
+// maxAPIMessage bounds the API server's message quoted in a condition and
+// an event: the kube-apiserver lists every field cause, and a Binding that
+// adds a hundred invalid env vars must not write a condition of a hundred
+// lines.
+const maxAPIMessage = 512
+
+// refused reports a patch the API server refused twice with the subject
+// unchanged, quoting its answer (the status reason and the field causes).
+// When the objects the reconciler holds show why (a Do that is not
+// idempotent, an Undo that does not restore), the error says so with a
+// reason of its own; otherwise it is a SubjectPatchFailed. The error is an
+// *unavailableError that is not retried: the same Do makes the same patch,
+// and a change of the subject or the Binding reconciles it again.
+func refused(name string, shape duck.Shape, app application, before, after *duck.WithPod, apiErr error) error {
+	msg := fmt.Sprintf("%s: patch refused by the API server with the subject unchanged: %s", name, apiMessage(apiErr))
+	if why := misbehaviour(shape, app, before, after); why != "" {
+		reason := ReasonDoNotIdempotent
+		if !app.bind {
+			reason = ReasonUndoNotRestoring
+		}
+		err := fmt.Errorf("%s: %s", msg, why)
+		return unavailable(reason, err, err)
+	}
+	err := errors.New(msg)
+	return unavailable(ReasonSubjectPatchFailed, err, err)
+}
+
+// misbehaviour says, when it can, how app's Do or Undo breaks the Bindable
+// contract on this subject: Do run again on after changes it again, or
+// Undo run again does, or Do after Undo does not give before back. A panic
+// of the second run counts as no finding: the first run did not panic, and
+// the refusal is reported as it is.
+func misbehaviour(shape duck.Shape, app application, before, after *duck.WithPod) string {
+	again, ops, err := bindingStep(shape, after, app)
+	if err != nil {
+		return ""
+	}
+	if len(ops) > 0 {
+		call := "Do"
+		if !app.bind {
+			call = "Undo"
+		}
+		return fmt.Sprintf("%s is not idempotent: run again on its own result it changes %s", call, opPaths(ops))
+	}
+	if app.bind {
+		return ""
+	}
+	// Undo: Do on the unbound subject should give the bound one back (the
+	// bound record aside).
+	redo := app
+	redo.bind, redo.record = true, false
+	rebound, _, err := bindingStep(shape, again, redo)
+	if err != nil {
+		return ""
+	}
+	rebound.Annotations, before = nil, before.DeepCopy()
+	before.Annotations = nil
+	if ops, err := shape.CreatePatch(before, rebound); err == nil && len(ops) > 0 {
+		return fmt.Sprintf("Undo does not restore what Do changed: Do on Undo's result differs from the bound subject at %s", opPaths(ops))
+	}
+	return ""
+}
+
+// opPaths lists the paths of up to three operations.
+func opPaths(ops []jsonpatch.JsonPatchOperation) string {
+	const shown = 3
+	paths := make([]string, 0, shown)
+	for _, op := range ops[:min(len(ops), shown)] {
+		paths = append(paths, op.Path)
+	}
+	out := strings.Join(paths, ", ")
+	if len(ops) > shown {
+		out += fmt.Sprintf(" and %d more", len(ops)-shown)
+	}
+	return out
+}
+
+// apiMessage is what the API server said about a refused request: its
+// status code and reason, and its message, which lists the field causes;
+// the causes the message does not already name are added. It is cut at
+// maxAPIMessage bytes.
+func apiMessage(err error) string {
+	if err == nil {
+		return "no answer recorded"
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return truncate(err.Error(), maxAPIMessage)
+	}
+	st := status.Status()
+	msg := fmt.Sprintf("%d %s: %s", st.Code, st.Reason, st.Message)
+	if st.Details != nil {
+		for _, c := range st.Details.Causes {
+			if c.Field != "" && !strings.Contains(st.Message, c.Field) {
+				msg += fmt.Sprintf("; %s: %s", c.Field, c.Message)
+			}
+		}
+	}
+	return truncate(msg, maxAPIMessage)
+}
+
+// truncate cuts s at n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " [...]"
 }

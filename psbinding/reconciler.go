@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/controller/logging"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/tracker"
 )
@@ -146,6 +148,14 @@ const conflictRetry = 250 * time.Millisecond
 // field; it never panics.
 type BaseReconciler struct {
 	controller.LeaderAwareFuncs
+	// Settings are what the reconciler shares with the kind's
+	// AdmissionController: WithContext (called once per reconcile; its
+	// failure is reported in the Ready condition, reason ContextFailed,
+	// and no subject is patched), Shapes, SelectorMode (the admission
+	// controller must use the same mode), FieldManager and
+	// ExcludedNamespaces (nil: KubeNamespaces). Their fields are promoted:
+	// r.WithContext = ... works as in knative.
+	Settings
 
 	// GVR is the Bindings' resource, e.g. githubbindings.bindkit.dev/v1alpha1.
 	// Required.
@@ -154,10 +164,6 @@ type BaseReconciler struct {
 	// lister: the reconciler works on a copy, never on the cached object. An
 	// error satisfying apierrors.IsNotFound means it is gone. Required.
 	Get func(namespace, name string) (Bindable, error)
-	// WithContext, if set, prepares the context Do and Undo run in. It is
-	// called once per reconcile; its failure is reported in the Ready
-	// condition (reason ContextFailed) and no subject is patched.
-	WithContext BindableContext
 	// DynamicClient reads and patches subjects and writes the Bindings'
 	// finalizers and status. Required.
 	DynamicClient dynamic.Interface
@@ -182,25 +188,9 @@ type BaseReconciler struct {
 	// operator must act on. Conflicts, which a retry resolves, are not
 	// reported.
 	Recorder record.EventRecorder
-	// Shapes finds the pod template of each subject kind; the zero value
-	// knows the built-in shapes.
-	Shapes duck.Shapes
-
-	// SelectorMode chooses which namespaces Bindings act in: in
-	// ExclusionMode, the default, every namespace but those labelled
-	// ExcludeLabel=true; in InclusionMode only those labelled
-	// IncludeLabel=true. The admission controller must use the same mode.
-	SelectorMode SelectorMode
 	// NamespaceLister, if set, reads namespaces' labels; otherwise they are
 	// read through Factory.
 	NamespaceLister corelisters.NamespaceLister
-	// ExcludedNamespaces are namespaces Bindings never act in, whatever
-	// their labels, so that the reconciler agrees with the webhook
-	// configuration. Nil means KubeNamespaces, where the webhook is not
-	// called by default; an empty, non-nil slice excludes none. Package
-	// wiring sets the system namespace and, unless the webhook may be
-	// called there, KubeNamespaces (wiring.ExcludedNamespaces).
-	ExcludedNamespaces []string
 
 	// SubResourcesReconciler, if set, reconciles what the Binding owns
 	// besides its subjects.
@@ -212,12 +202,6 @@ type BaseReconciler struct {
 	// PatchConcurrency bounds parallel subject patches; 0 means
 	// DefaultPatchConcurrency.
 	PatchConcurrency int
-	// FieldManager names the reconciler in the managedFields of what it
-	// writes (subject patches, the finalizer and annotation, status).
-	// Empty means the field manager of the reconcile's context
-	// (controller.WithFieldManager: injection/sharedmain's component
-	// name), else DefaultFieldManager.
-	FieldManager string
 	// Observer, if set, is told of subject patches, conflicts and the
 	// subjects bound, for metrics. Nil means the controller.Observer of
 	// the reconcile's context when it is also an Observer (as
@@ -272,7 +256,9 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	// Finalizer and status writes change b: keep them out of the cache.
 	b = b.DeepCopyObject().(Bindable)
 	if b.GetDeletionTimestamp() != nil {
-		return r.reconcileDeletion(ctx, b)
+		err := r.reconcileDeletion(ctx, b)
+		logPanic(ctx, err)
+		return err
 	}
 
 	orig := b.DeepCopyObject().(Bindable)
@@ -281,6 +267,7 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	status.SetObservedGeneration(b.GetGeneration())
 	status.InitializeConditions()
 	reconcileErr := r.reconcileBinding(ctx, b)
+	logPanic(ctx, reconcileErr)
 	if ctx.Err() != nil {
 		// Demoted, or shutting down: another replica (or this one, later)
 		// reconciles again; a status written now would be a write after
@@ -303,20 +290,6 @@ func (r *BaseReconciler) warn(ctx context.Context, b Bindable, reason string, er
 	r.Recorder.Event(b, corev1.EventTypeWarning, reason, err.Error())
 }
 
-// excluded reports whether Bindings never act in namespace ns.
-func (r *BaseReconciler) excluded(ns string) bool {
-	if r.ExcludedNamespaces == nil {
-		return slices.Contains(KubeNamespaces, ns)
-	}
-	return slices.Contains(r.ExcludedNamespaces, ns)
-}
-
-// fieldManager is the field manager of every write: FieldManager, else the
-// process's (controller.WithFieldManager), else DefaultFieldManager.
-func (r *BaseReconciler) fieldManager(ctx context.Context) string {
-	return cmp.Or(r.FieldManager, controller.FieldManager(ctx), DefaultFieldManager)
-}
-
 // boundBy is how b appears in its subjects' duck.BoundAnnotation.
 func (r *BaseReconciler) boundBy(b Bindable) duck.BoundBy {
 	return duck.BoundBy{Resource: r.GVR.GroupResource(), Name: b.GetName()}
@@ -325,4 +298,17 @@ func (r *BaseReconciler) boundBy(b Bindable) duck.BoundBy {
 // describe names b for errors: "binding default/gh".
 func describe(b Bindable) string {
 	return "binding " + b.GetNamespace() + "/" + b.GetName()
+}
+
+// logPanic logs the stack of the first panic of a Binding's code that err
+// holds: once per reconcile, that is once per step of the work queue's
+// backoff, however many subjects panicked.
+func logPanic(ctx context.Context, err error) {
+	p, ok := errors.AsType[*PanicError](err)
+	if !ok {
+		return
+	}
+	logging.FromContext(ctx).Error("binding panicked; its other subjects are bound, and it is retried with backoff",
+		zap.String("binding", p.Binding), zap.String("call", p.Call), zap.String("subject", p.Subject),
+		zap.Any("panic", p.Value), zap.ByteString("stack", p.Stack))
 }

@@ -113,6 +113,9 @@ func (f *reconcilerFixture) binding(t *testing.T, ns, name string) *envBinding {
 	if err != nil {
 		t.Fatalf("get binding: %v", err)
 	}
+	if m, ok := b.(*misbehaving); ok {
+		return &m.envBinding
+	}
 	return b.(*envBinding)
 }
 

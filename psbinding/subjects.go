@@ -78,7 +78,11 @@ func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error
 		return report(err)
 	}
 	if r.SubResourcesReconciler != nil {
-		if err := r.SubResourcesReconciler.Reconcile(ctx, b); err != nil {
+		err := containErr(b, "SubResourcesReconciler.Reconcile", "", func() error { return r.SubResourcesReconciler.Reconcile(ctx, b) })
+		if _, ok := errors.AsType[*PanicError](err); ok {
+			return report(unavailable(ReasonBindingPanicked, err, err))
+		}
+		if err != nil {
 			return report(unavailable(ReasonSubResourcesFailed, fmt.Errorf("%s: sub-resources: %w", describe(b), err), err))
 		}
 	}
@@ -123,7 +127,10 @@ func (r *BaseReconciler) bindingContext(ctx context.Context, b Bindable) (contex
 	if r.WithContext == nil {
 		return ctx, nil
 	}
-	mctx, err := r.WithContext(ctx, b)
+	mctx, err := callWithContext(ctx, r.WithContext, b)
+	if _, ok := errors.AsType[*PanicError](err); ok {
+		return nil, unavailable(ReasonBindingPanicked, err, err)
+	}
 	if err != nil {
 		err = fmt.Errorf("%s: prepare Do and Undo: %w", describe(b), err)
 		return nil, unavailable(ReasonContextFailed, err, err)
@@ -380,7 +387,12 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 		}
 	}
 	if r.SubResourcesReconciler != nil {
-		if err := r.SubResourcesReconciler.ReconcileDeletion(ctx, b); err != nil {
+		err := containErr(b, "SubResourcesReconciler.ReconcileDeletion", "", func() error { return r.SubResourcesReconciler.ReconcileDeletion(ctx, b) })
+		if _, ok := errors.AsType[*PanicError](err); ok {
+			r.warn(ctx, b, ReasonBindingPanicked, err)
+			return err
+		}
+		if err != nil {
 			err = fmt.Errorf("%s: sub-resources deletion: %w", describe(b), err)
 			r.warn(ctx, b, ReasonSubResourcesFailed, err)
 			return err

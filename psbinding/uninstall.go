@@ -11,21 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Uninstaller is implemented by a reconciler that can undo everything its
-// kind of Binding did, so that bindkit can be removed from a cluster
-// without leaving a subject bound or an object held by a finalizer.
-// sharedmain's --uninstall runs it: first for every admission controller
-// (so nothing new is bound), then for every other reconciler, each once,
-// with the informers synced and no controller running. Uninstall must be
-// safe to run again after a partial failure.
-type Uninstaller interface {
-	Uninstall(ctx context.Context) error
-}
-
-var (
-	_ Uninstaller = (*BaseReconciler)(nil)
-	_ Uninstaller = (*AdmissionController)(nil)
-)
+// Both reconcilers of a Binding kind can undo everything the kind did, so
+// that bindkit can be removed from a cluster without leaving a subject
+// bound or an object held by a finalizer: they implement
+// sharedmain.Uninstaller, declared once where --uninstall calls it (first
+// for every admission controller, so nothing new is bound, then for every
+// other reconciler, each once, with the informers synced and no
+// controller running). Each Uninstall is safe to run again after a
+// partial failure.
 
 // Uninstall stops the kube-apiserver from calling the webhook: it empties
 // the rules of the controller's webhook in its configuration, keeping the
@@ -79,6 +72,7 @@ func (r *BaseReconciler) Uninstall(ctx context.Context) error {
 			continue
 		}
 		if err := r.release(ctx, b.DeepCopyObject().(Bindable)); err != nil {
+			logPanic(ctx, err)
 			errs = append(errs, fmt.Errorf("uninstall: %w", err))
 		}
 	}

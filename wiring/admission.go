@@ -60,27 +60,34 @@ func WithCallOnOwnPatches() AdmissionOption {
 // it does for an AdmissionConfig that psbinding.NewAdmissionReconciler
 // refuses.
 func NewAdmissionController(ctx context.Context, name, path string, gla psbinding.GetListAll, withContext psbinding.BindableContext, opts ...AdmissionOption) *controller.Impl {
+	cfg := psbinding.AdmissionConfig{Settings: psbinding.Settings{WithContext: withContext}}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	return newAdmissionController(ctx, name, path, gla, cfg)
+}
+
+// newAdmissionController completes cfg, whose Settings and options the
+// caller chose, with what ctx holds, and returns the Impl.
+func newAdmissionController(ctx context.Context, name, path string, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	systemNamespace := injection.SystemNamespace(ctx)
 	settings := webhook.GetOptions(ctx)
 	secrets := injection.NamespacedKubeInformerFactory(ctx, systemNamespace).Core().V1().Secrets()
 	configurations := injection.NamedKubeInformerFactory(ctx, name).Admissionregistration().V1().MutatingWebhookConfigurations()
-	cfg := psbinding.AdmissionConfig{
-		ConfigurationName:    name,
-		Path:                 path,
-		WithContext:          withContext,
-		KubeClient:           injection.KubeClient(ctx),
-		ConfigurationLister:  configurations.Lister(),
-		Mapper:               injection.RESTMapper(ctx),
-		SecretLister:         secrets.Lister(),
-		SecretName:           settings.SecretName,
-		CAKey:                settings.Keys.CACert,
-		SystemNamespace:      systemNamespace,
-		CallInKubeNamespaces: settings.CallInKubeNamespaces,
-		Logger:               logger,
-	}
-	for _, opt := range opts {
-		opt(&cfg)
+	cfg.ConfigurationName = name
+	cfg.Path = path
+	cfg.KubeClient = injection.KubeClient(ctx)
+	cfg.ConfigurationLister = configurations.Lister()
+	cfg.Mapper = injection.RESTMapper(ctx)
+	cfg.SecretLister = secrets.Lister()
+	cfg.SecretName = settings.SecretName
+	cfg.CAKey = settings.Keys.CACert
+	cfg.SystemNamespace = systemNamespace
+	cfg.CallInKubeNamespaces = settings.CallInKubeNamespaces
+	cfg.Logger = logger
+	if cfg.ExcludedNamespaces == nil {
+		cfg.ExcludedNamespaces = ExcludedNamespaces(ctx)
 	}
 	var impl *controller.Impl
 	// Handlers run once informers start, after impl is set below.

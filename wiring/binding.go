@@ -21,14 +21,26 @@ import (
 	"github.com/bindkit/bindkit/psbinding"
 )
 
-// Bindable is the constraint on a Binding kind's Go type: PT is *T, and *T
+// Pointer is the constraint on a Binding kind's Go type: PT is *T, and *T
 // is a psbinding.Bindable (a Kubernetes object with a subject, a status,
 // Do and Undo), as a CRD type that embeds metav1.TypeMeta,
 // metav1.ObjectMeta and duck.Status, with generated deep copies, is.
-type Bindable[T any] interface {
+type Pointer[T any] interface {
 	*T
 	psbinding.Bindable
 }
+
+// Bindable is the former name of Pointer.
+//
+// Deprecated: use Pointer; the contract a Binding implements is
+// psbinding.Bindable, and this is only the constraint that ties it to T.
+type Bindable[T any] = Pointer[T]
+
+// Binding is the former name of Kind.
+//
+// Deprecated: use Kind; a Binding is the custom resource, and this is
+// the kind wired.
+type Binding = Kind
 
 // Options are the optional parts of a Binding kind's wiring. The zero value
 // wires a Binding whose Do and Undo need nothing but the Binding itself;
@@ -91,10 +103,11 @@ type Options struct {
 	Scheme *runtime.Scheme
 }
 
-// Binding is one Binding kind, wired: the two constructors that
+// Kind is one Binding kind, wired by New: the two constructors that
 // sharedmain.Main runs (each is a sharedmain.Constructor), and the names
-// they were wired with, which the deployment's YAML must repeat.
-type Binding struct {
+// they were wired with, which the deployment's YAML must repeat. It is not
+// itself a Binding (a psbinding.Bindable): it builds what binds them.
+type Kind struct {
 	// Controller builds the reconciler that binds existing subjects and
 	// unbinds them when a Binding goes (psbinding.BaseReconciler, completed
 	// by NewReconcilerImpl).
@@ -129,9 +142,9 @@ type Binding struct {
 // constructors it returns read only the context sharedmain (or a test,
 // see package injectiontest) gives them, and panic, naming what is
 // missing, only when that context lacks what package injection puts there.
-func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (*Binding, error) {
+func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*Kind, error) {
 	kind := cmp.Or(opts.Kind, reflect.TypeFor[T]().Name())
-	b := &Binding{
+	b := &Kind{
 		GVR:                      gvr,
 		GVK:                      gvr.GroupVersion().WithKind(kind),
 		ControllerName:           cmp.Or(opts.ControllerName, gvr.Resource),
@@ -162,11 +175,22 @@ func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (
 		}
 	}
 
+	// One value of what both paths must agree on; each constructor adds
+	// the namespaces its context excludes.
+	settings := psbinding.Settings{
+		WithContext:  opts.WithContext,
+		Shapes:       opts.Shapes,
+		SelectorMode: opts.SelectorMode,
+		// The webhook recognises the reconciler's patches by it.
+		FieldManager: opts.FieldManager,
+	}
+
 	b.Controller = func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		inf := informer(ctx)
 		lister := inf.Lister()
 		r := &psbinding.BaseReconciler{
-			GVR: gvr,
+			Settings: settings,
+			GVR:      gvr,
 			// Straight from the lister: the reconciler works on a copy.
 			Get: func(namespace, name string) (psbinding.Bindable, error) {
 				obj, err := lister.Get(namespace, name)
@@ -175,12 +199,8 @@ func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (
 				}
 				return PT(obj), nil
 			},
-			WithContext:      opts.WithContext,
-			Shapes:           opts.Shapes,
-			SelectorMode:     opts.SelectorMode,
 			AdmissionOnly:    opts.AdmissionOnly,
 			PatchConcurrency: opts.PatchConcurrency,
-			FieldManager:     opts.FieldManager,
 			Recorder:         controller.NewEventRecorder(ctx, injection.KubeClient(ctx), opts.Scheme, b.ControllerName),
 		}
 		impl := NewReconcilerImpl(ctx, b.ControllerName, r, inf.Informer(), listAll(lister))
@@ -196,19 +216,17 @@ func New[T any, PT Bindable[T]](gvr schema.GroupVersionResource, opts Options) (
 			inf.Informer().AddEventHandler(handler)
 			return listAll(inf.Lister())
 		}
-		return NewAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, opts.WithContext,
-			WithWebhookName(b.WebhookName), WithShapes(opts.Shapes), WithSelectorMode(opts.SelectorMode),
-			func(c *psbinding.AdmissionConfig) {
-				// The webhook recognises the reconciler's patches by its field manager.
-				c.FieldManager = opts.FieldManager
-				c.CallOnOwnPatches = opts.CallOnOwnPatches
-			})
+		return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, psbinding.AdmissionConfig{
+			Settings:         settings,
+			WebhookName:      b.WebhookName,
+			CallOnOwnPatches: opts.CallOnOwnPatches,
+		})
 	}
 	return b, nil
 }
 
 // validate reports every problem with gvr and the names, joined.
-func (b *Binding) validate(opts Options) error {
+func (b *Kind) validate(opts Options) error {
 	var errs []error
 	if b.GVR.Group == "" || b.GVR.Version == "" || b.GVR.Resource == "" {
 		errs = append(errs, fmt.Errorf("resource %q: group, version and resource are all required (a Binding kind is a custom resource)", b.GVR.String()))

@@ -45,7 +45,7 @@ func TestNewReconcilerImplFillsOnlyWhatIsUnset(t *testing.T) {
 	}
 
 	own := tracker.New(func(tracker.Observer) {}, time.Minute)
-	r2 := &psbinding.BaseReconciler{GVR: v1alpha1.GroupVersionResource(), Tracker: own, ExcludedNamespaces: []string{}}
+	r2 := &psbinding.BaseReconciler{GVR: v1alpha1.GroupVersionResource(), Tracker: own, Settings: psbinding.Settings{ExcludedNamespaces: []string{}}}
 	wiring.NewReconcilerImpl(ctx, "githubbindings", r2, bindings, nil)
 	if r2.Tracker != own {
 		t.Error("a Tracker that was set was replaced")

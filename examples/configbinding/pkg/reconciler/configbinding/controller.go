@@ -30,7 +30,7 @@ const (
 // (ConfigMapReconciler), and unbinds them and deletes the ConfigMap when the
 // Binding is deleted; its Webhook binds subjects as they are created or
 // updated. Do and Undo run with WithContext on both paths.
-func New() (*wiring.Binding, error) {
+func New() (*wiring.Kind, error) {
 	return wiring.New[v1alpha1.ConfigBinding](v1alpha1.GroupVersionResource(), wiring.Options{
 		ControllerName:           ControllerName,
 		WebhookConfigurationName: WebhookConfigurationName,

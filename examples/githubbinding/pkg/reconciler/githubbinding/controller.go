@@ -26,7 +26,7 @@ const (
 // CA bundle. Both are sharedmain constructors that read only the injection
 // context and start nothing. The names are spelled out because config/
 // predates wiring's defaults; a new Binding leaves them to the defaults.
-func New() (*wiring.Binding, error) {
+func New() (*wiring.Kind, error) {
 	return wiring.New[v1alpha1.GithubBinding](v1alpha1.GroupVersionResource(), wiring.Options{
 		ControllerName:           ControllerName,
 		WebhookConfigurationName: WebhookConfigurationName,

@@ -58,7 +58,7 @@ func TestGithubBindingWithRealAPIServer(t *testing.T) {
 	}
 
 	bindingtest.Run(t, env, bindingtest.RunOptions{
-		Bindings:              []*wiring.Binding{binding},
+		Bindings:              []*wiring.Kind{binding},
 		WebhookConfigurations: []string{config + "500-webhook-configuration.yaml"},
 		Component:             "githubbinding-controller",
 	})

@@ -55,10 +55,10 @@ func NewController(
 		Mapper: injection.RESTMapper(ctx),
 		Recorder: record.NewBroadcaster().NewRecorder(
 			scheme.Scheme, corev1.EventSource{Component: controllerAgentName}),
-		// knative: no ExcludedNamespaces; bindkit's reconciler acts nowhere
-		// its webhook is not called (the system and kube-* namespaces).
-		ExcludedNamespaces: wiring.ExcludedNamespaces(ctx),
 	}
+	// knative: no ExcludedNamespaces; bindkit's reconciler acts nowhere
+	// its webhook is not called (the system and kube-* namespaces).
+	c.ExcludedNamespaces = wiring.ExcludedNamespaces(ctx)
 	logger = logger.Named("GithubBindings")
 	impl := controller.NewContext(ctx, c, controller.ControllerOptions{WorkQueueName: "GithubBinding", Logger: logger})
 

@@ -1,0 +1,142 @@
+package psbinding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"gomodules.xyz/jsonpatch/v2"
+
+	"github.com/bindkit/bindkit/duck"
+)
+
+// ReasonBindingPanicked is the Ready reason of a Binding whose own code (Do,
+// Undo, WithContext, its SubResourcesReconciler) panicked: the message
+// names the subject, when there is one, and the panic's value. The
+// reconciler contains the panic, binds the Binding's other subjects, and
+// retries with the work queue's capped backoff.
+const ReasonBindingPanicked = "BindingPanicked"
+
+// PanicError is a panic of code a Binding author wrote, contained by the
+// framework so that it ends neither the process nor the work on other
+// Bindings, kinds and subjects. The reconciler reports it in the Binding's
+// Ready condition (ReasonBindingPanicked); admission refuses the request
+// with its message.
+type PanicError struct {
+	// Binding names the Binding: "binding namespace/name".
+	Binding string
+	// Call is what panicked: "Do", "Undo", "WithContext",
+	// "SubResourcesReconciler.Reconcile", ...
+	Call string
+	// Subject names the subject Do or Undo ran on, "" for calls that are
+	// not about one subject.
+	Subject string
+	// Value is what the code panicked with.
+	Value any
+	// Stack is the goroutine's stack where the panic was recovered; it goes
+	// to the log, never into a condition.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	if e.Subject == "" {
+		return fmt.Sprintf("%s: %s panicked: %v", e.Binding, e.Call, e.Value)
+	}
+	return fmt.Sprintf("%s: %s panicked on subject %s: %v", e.Binding, e.Call, e.Subject, e.Value)
+}
+
+// contain runs f, author code, and turns a panic into a *PanicError. A
+// panic with http.ErrAbortHandler is not special here: Do and Undo have no
+// business aborting an HTTP handler.
+func contain(b Bindable, call, subject string, f func()) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Binding: describe(b), Call: call, Subject: subject, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	f()
+	return nil
+}
+
+// containErr is contain for author code that returns an error.
+func containErr(b Bindable, call, subject string, f func() error) (err error) {
+	if perr := contain(b, call, subject, func() { err = f() }); perr != nil {
+		return perr
+	}
+	return err
+}
+
+// callWithContext runs a BindableContext with its panic contained.
+func callWithContext(ctx context.Context, withContext BindableContext, b Bindable) (mctx context.Context, err error) {
+	err = containErr(b, "WithContext", "", func() error {
+		var err error
+		mctx, err = withContext(ctx, b)
+		return err
+	})
+	return mctx, err
+}
+
+// application is one Binding applied (or taken away) by the binding step.
+type application struct {
+	b Bindable
+	// ctx is the context Do or Undo runs in (WithContext's).
+	ctx context.Context
+	// bind runs Do, else Undo.
+	bind bool
+	// by is how b records itself in the subject's duck.BoundAnnotation,
+	// when record is set (admission before the Bindings' resource is
+	// known records nothing).
+	by     duck.BoundBy
+	record bool
+}
+
+// bindingStep is the one binding step of both paths, admission and
+// reconciler: on a copy of before, each application's Do (or Undo) in
+// order, each followed by its record in the bound annotation, then the JSON
+// patch from before to the copy, computed with shape. A panic of Do or Undo
+// is returned as a *PanicError whose Subject the caller fills in (naming
+// the subject costs allocations only a panic should pay), and no patch:
+// the subject is left as it is.
+func bindingStep(shape duck.Shape, before *duck.WithPod, apps ...application) (*duck.WithPod, []jsonpatch.JsonPatchOperation, error) {
+	after := before.DeepCopy()
+	for i := range apps {
+		if err := apply(&apps[i], after); err != nil {
+			return nil, nil, err
+		}
+	}
+	ops, err := shape.CreatePatch(before, after)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create patch: %w", err)
+	}
+	return after, ops, nil
+}
+
+// apply runs one application on wp in place.
+func apply(a *application, wp *duck.WithPod) error {
+	if a.bind {
+		if err := contain(a.b, "Do", "", func() { a.b.Do(a.ctx, wp) }); err != nil {
+			return err
+		}
+		if a.record {
+			duck.MarkBound(wp, a.by, a.b.GetGeneration())
+		}
+		return nil
+	}
+	if err := contain(a.b, "Undo", "", func() { a.b.Undo(a.ctx, wp) }); err != nil {
+		return err
+	}
+	if a.record {
+		duck.MarkUnbound(wp, a.by)
+	}
+	return nil
+}
+
+// nameSubject sets the Subject of a *PanicError err holds to subject, and
+// returns err.
+func nameSubject(err error, subject string) error {
+	if p, ok := errors.AsType[*PanicError](err); ok {
+		p.Subject = subject
+	}
+	return err
+}
