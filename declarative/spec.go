@@ -12,26 +12,28 @@ import (
 )
 
 // Spec is what a declarative Binding adds to the pod template of each of
-// its subjects. Its zero value adds nothing.
+// its subjects. Its zero value adds nothing. Its JSON form is what a
+// Binding publishes for the kube-apiserver's MutatingAdmissionPolicy to
+// read (package policy).
 type Spec struct {
 	// Env entries are set, by name, in every container of the workload
 	// (and every init container when InitContainersToo), but not in the
 	// Containers and InitContainers the Spec adds.
-	Env []corev1.EnvVar
+	Env []corev1.EnvVar `json:"env,omitempty"`
 	// EnvFrom sources are added, once, to the same containers.
-	EnvFrom []corev1.EnvFromSource
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
 	// VolumeMounts are set, by mountPath, in the same containers.
-	VolumeMounts []corev1.VolumeMount
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 	// Volumes are set, by name, in the pod spec.
-	Volumes []corev1.Volume
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
 	// InitContainers are set, by name, in the pod spec: replaced where one
 	// of the name exists, appended otherwise.
-	InitContainers []corev1.Container
+	InitContainers []corev1.Container `json:"initContainers,omitempty"`
 	// Containers are set, by name, in the pod spec.
-	Containers []corev1.Container
+	Containers []corev1.Container `json:"containers,omitempty"`
 	// InitContainersToo applies Env, EnvFrom and VolumeMounts to the
 	// workload's init containers as well.
-	InitContainersToo bool
+	InitContainersToo bool `json:"initContainersToo,omitempty"`
 }
 
 // Validate reports every entry without a name (or mountPath) and every
