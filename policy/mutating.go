@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 )
 
 // DefaultDeclaredPath is where a declarative Binding publishes the
@@ -184,3 +186,44 @@ func celPath(field, path, def string) (string, error) {
 	}
 	return path, nil
 }
+
+// MutatingPolicyObjects returns a kind's mutating policy and its binding as
+// Objects for a Reconciler, the same machinery that keeps the namespace
+// guard programmed, reading through listers limited to the policy's name.
+// Call it only when MutatingPoliciesServed says so; otherwise the kind is
+// admitted by the webhook.
+func MutatingPolicyObjects(opts MutatingPolicyOptions, kube kubernetes.Interface, policies admissionlisters.MutatingAdmissionPolicyLister, bindings admissionlisters.MutatingAdmissionPolicyBindingLister, fieldManager string) ([]Object, error) {
+	m, b, err := MutatingPolicy(opts)
+	if err != nil {
+		return nil, err
+	}
+	type mapT = admissionregistrationv1.MutatingAdmissionPolicy
+	type mapbT = admissionregistrationv1.MutatingAdmissionPolicyBinding
+	return []Object{
+		&Typed[mapT, *mapT]{
+			Desired: m, Get: policies.Get, Client: kube.AdmissionregistrationV1().MutatingAdmissionPolicies(),
+			Spec:    func(o *mapT) any { return &o.Spec },
+			SetSpec: func(dst, src *mapT) { dst.Spec = src.Spec },
+			Kind:    "MutatingAdmissionPolicy", FieldManager: fieldManager,
+		},
+		&keyed[mapbT, *mapbT]{Typed[mapbT, *mapbT]{
+			Desired: b, Get: bindings.Get, Client: kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings(),
+			Spec:    func(o *mapbT) any { return &o.Spec },
+			SetSpec: func(dst, src *mapbT) { dst.Spec = src.Spec },
+			Kind:    "MutatingAdmissionPolicyBinding", FieldManager: fieldManager,
+		}},
+	}, nil
+}
+
+// keyed is a policy's binding under a key of its own (BindingKeyPrefix and
+// its name): a policy and its binding share a name, and a Reconciler's keys
+// are names.
+type keyed[T any, PT interface {
+	*T
+	metav1.Object
+}] struct {
+	Typed[T, PT]
+}
+
+// Name implements Object.
+func (k *keyed[T, PT]) Name() string { return BindingKeyPrefix + k.Desired.GetName() }

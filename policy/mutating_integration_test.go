@@ -26,9 +26,9 @@ var envBindings = schema.GroupVersionResource{Group: "test.bindkit.dev", Version
 // declaredSpec is what the test Binding declares: an env entry, a volume
 // and its mount, a sidecar and an init container.
 var declaredSpec = declarative.Spec{
-	Env:            []corev1.EnvVar{{Name: "BINDING_URL", Value: "https://example.com"}},
-	VolumeMounts:   []corev1.VolumeMount{{Name: "binding-certs", MountPath: "/var/run/binding", ReadOnly: true}},
-	Volumes:        []corev1.Volume{{Name: "binding-certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "certs", DefaultMode: ptrTo(int32(0o644))}}}},
+	Env:          []corev1.EnvVar{{Name: "BINDING_URL", Value: "https://example.com"}},
+	VolumeMounts: []corev1.VolumeMount{{Name: "binding-certs", MountPath: "/var/run/binding", ReadOnly: true}},
+	Volumes:      []corev1.Volume{{Name: "binding-certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "certs", DefaultMode: ptrTo(int32(0o644))}}}},
 	// The containers carry the defaults the API server fills in, so the
 	// derived Do, applied here without a server, gives the same pod spec.
 	InitContainers: []corev1.Container{{Name: "binding-init", Image: "busybox", TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: "File", ImagePullPolicy: "Always"}},
