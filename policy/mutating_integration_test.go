@@ -186,7 +186,7 @@ func TestMutatingPolicyMatchesDerivedDoOnEveryShapeWithRealAPIServer(t *testing.
 	}
 }
 
-func createBinding(t *testing.T, dyn dynamic.Interface, ns, name string, subject, declared map[string]any) {
+func createBinding(t testing.TB, dyn dynamic.Interface, ns, name string, subject, declared map[string]any) {
 	t.Helper()
 	ctx := t.Context()
 	b := &unstructured.Unstructured{Object: map[string]any{

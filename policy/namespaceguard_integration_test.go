@@ -173,7 +173,7 @@ func TestNamespaceGuardThroughExampleBinaryWithRealAPIServer(t *testing.T) {
 	})
 }
 
-func poll(t *testing.T, what string, cond func() (bool, error)) {
+func poll(t testing.TB, what string, cond func() (bool, error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
