@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/test/demo"
@@ -111,12 +112,18 @@ func TestNamespaceGuardThroughExampleBinaryWithRealAPIServer(t *testing.T) {
 		}
 	}
 	// Update: moving an accepted Binding's subject to another namespace.
-	b, err := bindings.Namespace("guard-a").Get(ctx, "own", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = unstructured.SetNestedField(b.Object, "guard-b", "spec", "subject", "namespace")
-	if _, err := bindings.Namespace("guard-a").Update(ctx, b, metav1.UpdateOptions{}); !refused(err) {
+	// The controller writes the Binding (finalizer, status) meanwhile, so
+	// a conflict is retried on a fresh copy.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b, err := bindings.Namespace("guard-a").Get(ctx, "own", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedField(b.Object, "guard-b", "spec", "subject", "namespace")
+		_, err = bindings.Namespace("guard-a").Update(ctx, b, metav1.UpdateOptions{})
+		return err
+	})
+	if !refused(err) {
 		t.Fatalf("update of Binding guard-a/own to subject namespace guard-b: got error %v, want Invalid with %q", err, want)
 	}
 
