@@ -53,7 +53,9 @@ const (
 // does not serve streaming lists; a list grant counts as used when the
 // watch of the same resource was.
 var unusedOnPurpose = map[string]string{
-	"cluster bindings.bindkit.dev/githubbindings get": "a Binding is read afresh when its status or finalizer write conflicts with another writer; the walkthrough has no other writer",
+	"cluster admissionregistration.k8s.io/validatingadmissionpolicies update":       "the namespace guard's policy is restored after an operator's edit; policy's integration test edits it, the walkthrough does not",
+	"cluster admissionregistration.k8s.io/validatingadmissionpolicybindings update": "the namespace guard's binding is restored after an operator's edit; the walkthrough does not edit it",
+	"cluster bindings.bindkit.dev/githubbindings get":                               "a Binding is read afresh when its status or finalizer write conflicts with another writer; the walkthrough has no other writer",
 }
 
 // TestControllerRunsUnderConfigRBACWithRealAPIServer applies config/ to the

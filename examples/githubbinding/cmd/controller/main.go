@@ -6,6 +6,7 @@ import (
 
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/wiring"
 )
 
 func main() {
@@ -14,5 +15,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	sharedmain.Main("githubbinding-controller", binding.Controller, binding.Webhook)
+	// The namespace guard refuses, at create, a Binding whose subject names
+	// another namespace (a ValidatingAdmissionPolicy it programs and heals).
+	sharedmain.Main("githubbinding-controller", binding.Controller, binding.Webhook, wiring.NamespaceGuard(binding))
 }

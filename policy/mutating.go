@@ -1,0 +1,229 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
+)
+
+// DefaultDeclaredPath is where a declarative Binding publishes the
+// declarative.Spec it computed, for the policy to read as params.
+const DefaultDeclaredPath = "status.declared"
+
+// ExcludeLabel opts a subject out of every Binding (psbinding.ExcludeLabel;
+// repeated here, as a string the policy's CEL compares with, so this
+// package does not import psbinding).
+const ExcludeLabel = "bindings.bindkit.dev/exclude"
+
+// WorkloadShape is a subject resource and the path of its pod spec.
+type WorkloadShape struct {
+	Group, Resource string
+	// PodSpecPath is the dotted path of the pod spec in the object.
+	PodSpecPath string
+}
+
+// DefaultWorkloadShapes are the built-in workloads: the pod template's spec
+// at spec.template.spec, CronJob's under spec.jobTemplate, a bare Pod's at
+// spec.
+func DefaultWorkloadShapes() []WorkloadShape {
+	t := "spec.template.spec"
+	return []WorkloadShape{
+		{"apps", "deployments", t}, {"apps", "statefulsets", t}, {"apps", "daemonsets", t}, {"apps", "replicasets", t},
+		{"batch", "jobs", t}, {"batch", "cronjobs", "spec.jobTemplate.spec.template.spec"}, {"", "pods", "spec"},
+	}
+}
+
+// MutatingPolicyOptions describe the declarative Binding kind a mutating
+// policy applies. Resource and Kind are required; zero paths and shapes
+// take the defaults above, the zero Name is MutatingPolicyName(Resource).
+type MutatingPolicyOptions struct {
+	Resource     schema.GroupVersionResource
+	Kind         string
+	SubjectPath  string
+	DeclaredPath string
+	Shapes       []WorkloadShape
+	Name         string
+}
+
+// MutatingPolicyName is the default name of a kind's mutating policy and
+// its binding: "bind." followed by its group resource.
+func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.String() }
+
+// MutatingPolicy returns the MutatingAdmissionPolicy and its binding that
+// apply a declarative Binding kind at admission, in the kube-apiserver:
+// one of each per kind, whatever the number of Bindings. The binding's
+// paramRef has no namespace and selects every Binding of the kind in the
+// admitted object's namespace (namespace isolation by construction); the
+// policy runs once per such Binding and, when the Binding's subject names
+// the object (apiVersion, kind, and name or selector.matchLabels), merges
+// the declared Spec the Binding published at DeclaredPath into the pod spec
+// with an apply configuration: env entries and volume mounts into every
+// container the Spec does not add, volumes, containers and init containers
+// by name. Objects labelled ExcludeLabel=true are not matched.
+//
+// Not expressed, left to the webhook or the reconciler (documented in
+// README): selectors with matchExpressions (such a Binding matches
+// nothing here), envFrom (an atomic list), InitContainersToo, the bound
+// annotation, and undoing a Binding the subject no longer matches.
+func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding, error) {
+	gvr := opts.Resource
+	if gvr.Group == "" || gvr.Version == "" || gvr.Resource == "" || opts.Kind == "" {
+		return nil, nil, fmt.Errorf("policy: MutatingPolicyOptions.Resource %q and Kind %q: group, version, resource and kind are all required", gvr.String(), opts.Kind)
+	}
+	name := opts.Name
+	if name == "" {
+		name = MutatingPolicyName(gvr.GroupResource())
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return nil, nil, fmt.Errorf("policy: MutatingPolicyOptions.Name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	subject, err := celPath("SubjectPath", opts.SubjectPath, DefaultSubjectPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	declared, err := celPath("DeclaredPath", opts.DeclaredPath, DefaultDeclaredPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	shapes := opts.Shapes
+	if len(shapes) == 0 {
+		shapes = DefaultWorkloadShapes()
+	}
+	s, d := "params."+subject, "params."+declared
+	variables := []admissionregistrationv1.Variable{
+		{Name: "declared", Expression: "has(" + d + ") ? " + d + " : {}"},
+		{Name: "matches", Expression: "!has(params.metadata.deletionTimestamp) && has(" + s + ") && " +
+			s + ".apiVersion == object.apiVersion && " + s + ".kind == object.kind && " +
+			"(has(" + s + ".name) && " + s + ".name != '' ? " + s + ".name == object.metadata.name : " +
+			"has(" + s + ".selector) && (!has(" + s + ".selector.matchExpressions) || size(" + s + ".selector.matchExpressions) == 0) && " +
+			"(!has(" + s + ".selector.matchLabels) || " + s + ".selector.matchLabels.all(k, has(object.metadata.labels) && k in object.metadata.labels && object.metadata.labels[k] == " + s + ".selector.matchLabels[k])))"},
+		{Name: "added", Expression: "(has(variables.declared.containers) ? variables.declared.containers : []).map(c, c.name) + " +
+			"(has(variables.declared.initContainers) ? variables.declared.initContainers : []).map(c, c.name)"},
+	}
+	var rules []admissionregistrationv1.NamedRuleWithOperations
+	var mutations []admissionregistrationv1.Mutation
+	for i, sh := range shapes {
+		path, err := celPath(fmt.Sprintf("Shapes[%d].PodSpecPath", i), sh.PodSpecPath, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{sh.Group}, APIVersions: []string{"*"}, Resources: []string{sh.Resource}},
+		}})
+		mutations = append(mutations, admissionregistrationv1.Mutation{
+			PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
+			ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: podSpecApply(sh, path)},
+		})
+	}
+	fail, ifNeeded := admissionregistrationv1.Fail, admissionregistrationv1.IfNeededReinvocationPolicy
+	allow := admissionregistrationv1.AllowAction
+	labels := map[string]string{ManagedByLabel: "bindkit"}
+	m := &admissionregistrationv1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			ParamKind:        &admissionregistrationv1.ParamKind{APIVersion: gvr.GroupVersion().String(), Kind: opts.Kind},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name: "not-excluded",
+				Expression: "!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
+					"object.metadata.labels['" + ExcludeLabel + "'] != 'true'",
+			}},
+			Variables:          variables,
+			Mutations:          mutations,
+			FailurePolicy:      &fail,
+			ReinvocationPolicy: ifNeeded,
+		},
+	}
+	b := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
+			PolicyName: name,
+			ParamRef:   &admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{}, ParameterNotFoundAction: &allow},
+		},
+	}
+	return m, b, nil
+}
+
+// podSpecApply is the apply configuration of one shape: Object{} (nothing)
+// unless the request is for the shape and the Binding matches.
+func podSpecApply(sh WorkloadShape, path string) string {
+	obj := "object." + path
+	typ := "Object." + path
+	list := func(field string) string {
+		return "(has(variables.declared." + field + ") ? variables.declared." + field + " : [])"
+	}
+	containers := "(has(" + obj + ".containers) ? " + obj + ".containers : []).filter(c, !(c.name in variables.added))" +
+		".map(c, " + typ + ".containers{name: c.name, env: " + list("env") + ", volumeMounts: " + list("volumeMounts") + "})" +
+		" + " + list("containers")
+	inner := "containers: " + containers + ", initContainers: " + list("initContainers") + ", volumes: " + list("volumes")
+	fields := strings.Split(path, ".")
+	out := inner
+	for i := len(fields) - 1; i >= 0; i-- {
+		out = fields[i] + ": Object." + strings.Join(fields[:i+1], ".") + "{" + out + "}"
+	}
+	return "request.resource.group == '" + sh.Group + "' && request.resource.resource == '" + sh.Resource +
+		"' && variables.matches ? Object{" + out + "} : Object{}"
+}
+
+// celPath checks a dotted field path (or takes def when it is empty) and
+// returns it; each field must be a C identifier, so nothing but a path
+// reaches the CEL the API server compiles.
+func celPath(field, path, def string) (string, error) {
+	if path == "" {
+		path = def
+	}
+	for i, f := range strings.Split(path, ".") {
+		if msgs := validation.IsCIdentifier(f); len(msgs) > 0 {
+			return "", fmt.Errorf("policy: MutatingPolicyOptions.%s %q: field %d %q: %s", field, path, i, f, strings.Join(msgs, "; "))
+		}
+	}
+	return path, nil
+}
+
+// MutatingPolicyObjects returns a kind's mutating policy and its binding as
+// Objects for a Reconciler, the same machinery that keeps the namespace
+// guard programmed, reading through listers limited to the policy's name.
+// Call it only when MutatingPoliciesServed says so; otherwise the kind is
+// admitted by the webhook.
+func MutatingPolicyObjects(opts MutatingPolicyOptions, kube kubernetes.Interface, policies admissionlisters.MutatingAdmissionPolicyLister, bindings admissionlisters.MutatingAdmissionPolicyBindingLister, fieldManager string) ([]Object, error) {
+	m, b, err := MutatingPolicy(opts)
+	if err != nil {
+		return nil, err
+	}
+	type mapT = admissionregistrationv1.MutatingAdmissionPolicy
+	type mapbT = admissionregistrationv1.MutatingAdmissionPolicyBinding
+	return []Object{
+		&Typed[mapT, *mapT]{
+			Desired: m, Get: policies.Get, Client: kube.AdmissionregistrationV1().MutatingAdmissionPolicies(),
+			Spec:    func(o *mapT) any { return &o.Spec },
+			SetSpec: func(dst, src *mapT) { dst.Spec = src.Spec },
+			Kind:    "MutatingAdmissionPolicy", FieldManager: fieldManager,
+		},
+		&keyed[mapbT, *mapbT]{Typed[mapbT, *mapbT]{
+			Desired: b, Get: bindings.Get, Client: kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings(),
+			Spec:    func(o *mapbT) any { return &o.Spec },
+			SetSpec: func(dst, src *mapbT) { dst.Spec = src.Spec },
+			Kind:    "MutatingAdmissionPolicyBinding", FieldManager: fieldManager,
+		}},
+	}, nil
+}
+
+// keyed is a policy's binding under a key of its own (BindingKeyPrefix and
+// its name): a policy and its binding share a name, and a Reconciler's keys
+// are names.
+type keyed[T any, PT interface {
+	*T
+	metav1.Object
+}] struct {
+	Typed[T, PT]
+}
+
+// Name implements Object.
+func (k *keyed[T, PT]) Name() string { return BindingKeyPrefix + k.Desired.GetName() }
