@@ -20,7 +20,7 @@ import (
 //
 // It reads the kube client and the informers from ctx; a context without
 // them is a wiring mistake and panics, naming what is missing.
-func NamespaceGuard(b *Binding) func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
+func NamespaceGuard(b *Kind) func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 	return func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		logger := logging.FromContext(ctx)
 		opts := policy.NamespaceGuardOptions{Resource: b.GVR}
