@@ -7,29 +7,29 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"gomodules.xyz/jsonpatch/v2"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/duck"
-	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/psbinding"
 )
 
-// serverResources are the resources of the built-in kinds among Subjects.
+// serverResources are the resources of the built-in kinds among Subjects
+// that the reconciler patches. A bare Pod and a Job are bound at admission
+// only (their pod templates are immutable), so the server has nothing to
+// patch on them.
 var serverResources = map[string]string{
 	"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
-	"ReplicaSet": "replicasets", "Job": "jobs", "CronJob": "cronjobs", "Pod": "pods",
+	"ReplicaSet": "replicasets", "CronJob": "cronjobs",
 }
 
 // serverSubject checks the contract on one built-in subject as the
 // kube-apiserver of env stores it: created for real in namespace ns (so
-// the server fills in its defaults), then bound and unbound with
-// server-side dry-run JSON patches, the patches the reconciler sends. It
+// the server fills in its defaults), then bound and unbound with the JSON
+// patches the reconciler sends. It
 // reports whether Do changed the subject.
 func (c *checker) serverSubject(ctx context.Context, b psbinding.Bindable, s Subject, client dynamic.Interface, ns string) bool {
 	gvk := s.Object.GroupVersionKind()
@@ -53,7 +53,7 @@ func (c *checker) serverSubject(ctx context.Context, b psbinding.Bindable, s Sub
 			c.errorf("%s: guard the patch: %v\npatch:\n%s", what, err, formatOps(s.Shape, ops))
 			return nil, false
 		}
-		out, err := res.Patch(ctx, base.GetName(), types.JSONPatchType, guarded, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		out, err := res.Patch(ctx, base.GetName(), types.JSONPatchType, guarded, metav1.PatchOptions{})
 		if err != nil {
 			c.errorf("%s: the API server refuses the patch: %v\npatch:\n%s", what, err, formatOps(s.Shape, ops))
 			return nil, false
@@ -69,7 +69,7 @@ func (c *checker) serverSubject(ctx context.Context, b psbinding.Bindable, s Sub
 	undone := before.DeepCopy()
 	b.Undo(ctx, undone)
 	if ops := c.createPatch(s.Shape, before, undone); len(ops) > 0 {
-		c.errorf("on the subject as the API server stores it, Undo of a subject Do never bound changes it (the reconciler would patch every subject it unbinds):\npatch:\n%s", formatOps(s.Shape, ops))
+		c.broke("unbound", "on the subject as the API server stores it, Undo of a subject Do never bound changes it (the reconciler would patch every subject it unbinds):\npatch:\n%s", formatOps(s.Shape, ops))
 	}
 
 	after := before.DeepCopy()
@@ -94,7 +94,7 @@ func (c *checker) serverSubject(ctx context.Context, b psbinding.Bindable, s Sub
 			c.errorf("Do drops what the API server fills in: on the subject as the server stores it after Do's patch, Do removes %s again, so the reconciler patches it forever (change the fields you bind in place; do not delete and re-append a container, volume or env var)\npatch of Do again:\n%s",
 				strings.Join(dropped, ", "), formatOps(s.Shape, againOps))
 		} else {
-			c.errorf("Do is not idempotent on the subject as the API server stores it: Do on the subject it bound changes it again\npatch of Do again:\n%s", formatOps(s.Shape, againOps))
+			c.broke("idempotent", "Do is not idempotent on the subject as the API server stores it: Do on the subject it bound changes it again\npatch of Do again:\n%s", formatOps(s.Shape, againOps))
 		}
 	}
 
@@ -110,7 +110,7 @@ func (c *checker) serverSubject(ctx context.Context, b psbinding.Bindable, s Sub
 		return true
 	}
 	if diff := cmp.Diff(before.Spec.Template, got.Spec.Template, cmpopts.EquateEmpty()); diff != "" {
-		c.errorf("on the subject as the API server stores it, Undo after Do does not restore the pod template (-before Do +after Undo):\n%s", diff)
+		c.broke("restore", "on the subject as the API server stores it, Undo after Do does not restore the pod template (-before Do +after Undo):\n%s", diff)
 	}
 	return true
 }
@@ -157,28 +157,6 @@ func stripForCreate(v any) {
 			stripForCreate(child)
 		}
 	}
-}
-
-// prepareServer makes the namespace and the ServiceAccount the subjects
-// run as, and returns a client.
-func prepareServer(t interface {
-	Helper()
-	Fatalf(string, ...any)
-}, ctx context.Context, env *envtest.Environment, ns string) dynamic.Interface {
-	t.Helper()
-	kube, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatalf("bindingtest: client: %v", err)
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("bindingtest: create ServiceAccount %s/web for the subjects: %v", ns, err)
-	}
-	client, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatalf("bindingtest: client: %v", err)
-	}
-	return client
 }
 
 // templatePath writes a JSON pointer of a subject relative to its pod
