@@ -60,7 +60,7 @@ func (c *Bindings[T, PT]) CheckValid(b PT) {
 	c.t.Helper()
 	u := c.encode(b)
 	if _, err := c.client.Namespace(b.GetNamespace()).Create(c.t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-		c.t.Fatalf("%s %s/%s is not a valid Binding; fill the field the API server names (in the example spec of the test): %v", c.binding.GVK.Kind, b.GetNamespace(), b.GetName(), err)
+		c.t.Fatalf("%s %s/%s is not a valid Binding; fill in the field the API server names where the test makes it (a scaffolded module: Example in the type file): %v", c.binding.GVK.Kind, b.GetNamespace(), b.GetName(), err)
 	}
 }
 
