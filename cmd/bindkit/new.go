@@ -103,7 +103,7 @@ func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	kind := flags.String("kind", "", "the Binding's `kind`, e.g. EnvBinding (required)")
 	group := flags.String("group", "", "the API `group`; default bindings.<the module path's first element>, or bindings.example.com")
 	dir := flags.String("dir", "", "the `directory` to create; default the module path's last element")
-	replace := flags.String("replace", "", "a `directory` holding a bindkit checkout that the new module's go.mod replaces bindkit with (for bindkit's own tests)")
+	replace := flags.String("replace", "", "a `directory` holding a bindkit checkout that the new module's go.mod replaces bindkit with, to build against an unreleased bindkit (a fork, a branch, bindkit's own tests); without it, the bindkit version running this command, else the latest")
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, `usage: bindkit new -module PATH -kind KIND [flags]
 
