@@ -110,9 +110,11 @@ func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 Creates a Binding module in a new directory: the kind's Go type with Do and
 Undo to fill in (apis/v1alpha1), its generated deep copies and CRD, its wiring
 (one wiring.New call) and main, config/ to deploy it with least-privilege
-RBAC, a contract test (bindingtest.CheckContract) and a test against a real
-kube-apiserver (envtest, bindingtest.Run). Every test passes as generated;
-the real-apiserver test needs the control plane, built once with
+RBAC and a kustomize base, a contract test (bindingtest.CheckContract, also
+on workloads as the kube-apiserver stores them) and a test against a real
+kube-apiserver (envtest, bindingtest.Run). Every test passes as generated
+and binds with Example in the type file; the tests need the control plane,
+built once with
 "go tool bindkit controlplane". bindkit is a tool of the module, so
 "go tool bindkit generate" regenerates the code and CRD after you change
 the types.
@@ -150,7 +152,7 @@ Flags:`)
 	fmt.Fprintf(stdout, `
 next:
   cd %s
-  edit apis/v1alpha1/types.go: the spec's fields, Do and Undo
+  edit apis/v1alpha1/types.go: the spec's fields, their values in Example, Do and Undo
   go tool bindkit generate        # deep copies and config/%s
   go tool bindkit controlplane    # once: etcd and kube-apiserver for the tests
   go test ./...
