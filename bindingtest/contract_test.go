@@ -103,6 +103,28 @@ func TestContractProblems(t *testing.T) {
 		undo: removeFoo,
 		want: "a field Go's types do not know",
 	}, {
+		name: "Do adds a container without a name (a zero spec)",
+		do: func(wp *duck.WithPod) {
+			if !slices.ContainsFunc(wp.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "" }) {
+				wp.Spec.Template.Spec.Containers = append(wp.Spec.Template.Spec.Containers, corev1.Container{})
+			}
+		},
+		undo: func(wp *duck.WithPod) {
+			wp.Spec.Template.Spec.Containers = slices.DeleteFunc(wp.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "" })
+		},
+		want: "Do adds a container with an empty name: is the Binding's spec filled in?",
+	}, {
+		name: "Do adds a volume named like the kit's",
+		do: func(wp *duck.WithPod) {
+			if !slices.ContainsFunc(wp.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == KitNamePrefix+"mine" }) {
+				wp.Spec.Template.Spec.Volumes = append(wp.Spec.Template.Spec.Volumes, corev1.Volume{Name: KitNamePrefix + "mine"})
+			}
+		},
+		undo: func(wp *duck.WithPod) {
+			wp.Spec.Template.Spec.Volumes = slices.DeleteFunc(wp.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == KitNamePrefix+"mine" })
+		},
+		want: "are the kit's subjects' own",
+	}, {
 		name:     "Do changes nothing",
 		noChange: true,
 	}}
@@ -153,5 +175,23 @@ func TestSubjectsCoverEveryShape(t *testing.T) {
 	want := []string{"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod", CustomWorkloadKind.Kind}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("kinds = %v, want %v", kinds, want)
+	}
+}
+
+// TestOneBugOneFailure: a bug that breaks a promise the same way on every
+// subject is one failure naming them all, whatever the shape's path.
+func TestOneBugOneFailure(t *testing.T) {
+	b := &testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}, do: setFoo}
+	got := contractFailures(t, b, ContractOptions{})
+	if len(got) != 1 {
+		t.Fatalf("%d failures, want 1:\n%s", len(got), strings.Join(got, "\n----\n"))
+	}
+	for _, s := range Subjects("shop") {
+		if !strings.Contains(got[0], s.Name) {
+			t.Errorf("the failure does not name %s:\n%s", s.Name, got[0])
+		}
+	}
+	if strings.Contains(got[0], "/spec/template/") || strings.Contains(got[0], "jobTemplate") {
+		t.Errorf("the failure's paths are not relative to the pod template:\n%s", got[0])
 	}
 }

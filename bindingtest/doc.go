@@ -6,8 +6,15 @@
 //     ReplicaSet, Job, CronJob, Pod and a custom resource), through the
 //     same conversions and JSON patches the framework applies: Do is
 //     idempotent, Undo restores, Undo of an unbound subject changes
-//     nothing, and fields Go's types do not know survive. Failures show
-//     the diff.
+//     nothing, and fields Go's types do not know survive; with
+//     ContractOptions.Env, also on subjects as a real kube-apiserver stores
+//     them, its defaults filled in. Each broken promise is one failure at
+//     the caller's line, with a short patch. The subjects' containers and
+//     volumes are named with KitNamePrefix, so they never share a name
+//     with the Binding's own.
+//   - Bindings (NewBindings) creates, edits and deletes Bindings of one
+//     kind on a control plane in one line each, and CheckValid asks the
+//     kube-apiserver whether a Binding is valid.
 //   - NewController runs the kind's controller over the injection fakes
 //     (package injectiontest), for table-driven reconciler tests: seed
 //     objects, Reconcile a Binding, Get what it wrote.

@@ -41,12 +41,20 @@ var CustomWorkloadKind = schema.GroupVersionKind{Group: "workloads.bindingtest.b
 // CustomWorkloadShape is where CustomWorkloadKind keeps its pod template.
 func CustomWorkloadShape() duck.Shape { return duck.TemplateAt("spec", "runner", "template") }
 
+// KitNamePrefix begins the name of every container, init container and
+// volume Subjects holds ("bindingtest-setup", "bindingtest-app",
+// "bindingtest-sidecar", "bindingtest-cache", "bindingtest-config"), so that
+// none is the name of one a Binding adds. CheckContract fails a Do that
+// adds a container or volume whose name begins with it.
+const KitNamePrefix = "bindingtest-"
+
 // Subjects returns one workload of every kind bindkit binds, in namespace
 // ns: Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, a bare
 // Pod, and a custom resource with a pod template at a path of its own
 // (CustomWorkloadKind). Each is a full object, as a server returns it:
 // labels and annotations on the object and its template, an init container
-// and two containers with env, ports, mounts and resources, two volumes,
+// and two containers with env, ports, mounts and resources, two volumes (all
+// named with KitNamePrefix),
 // a status, and UnknownField beside and inside the pod template. Each call
 // returns new objects.
 func Subjects(ns string) []Subject {
@@ -148,19 +156,19 @@ func jobTemplate(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
 func podSpec() corev1.PodSpec {
 	return corev1.PodSpec{
 		InitContainers: []corev1.Container{{
-			Name: "setup", Image: "registry.example/setup:1",
+			Name: "bindingtest-setup", Image: "registry.example/setup:1",
 			Command:      []string{"/setup"},
-			VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "bindingtest-cache", MountPath: "/cache"}},
 		}},
 		Containers: []corev1.Container{{
-			Name: "app", Image: "registry.example/web:1",
+			Name: "bindingtest-app", Image: "registry.example/web:1",
 			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
 			Env: []corev1.EnvVar{
 				{Name: "LOG_LEVEL", Value: "info"},
 				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
 			},
 			EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}}}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}, {Name: "config", MountPath: "/etc/web", ReadOnly: true}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "bindingtest-cache", MountPath: "/cache"}, {Name: "bindingtest-config", MountPath: "/etc/web", ReadOnly: true}},
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 			},
@@ -168,12 +176,12 @@ func podSpec() corev1.PodSpec {
 			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 			ImagePullPolicy:          corev1.PullIfNotPresent,
 		}, {
-			Name: "sidecar", Image: "registry.example/proxy:1",
+			Name: "bindingtest-sidecar", Image: "registry.example/proxy:1",
 			Args: []string{"--port=9090"},
 		}},
 		Volumes: []corev1.Volume{
-			{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			{Name: "bindingtest-cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "bindingtest-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}, DefaultMode: new(int32(0o644)),
 			}}},
 		},

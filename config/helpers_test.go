@@ -31,14 +31,16 @@ func key(u *unstructured.Unstructured) string {
 	return u.GetName()
 }
 
-// readManifests reads every object of every *.yaml file in dir, the files
-// in name order, as kubectl apply -f would.
+// readManifests reads every object of every *.yaml file in dir but
+// kustomization.yaml, the files in name order, as its kustomization lists
+// them (TestKustomizationListsEveryFile) for kubectl apply -k.
 func readManifests(t *testing.T, dir string) []manifest {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	files = slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == kustomizationFile })
 	slices.Sort(files)
 	var out []manifest
 	for _, f := range files {

@@ -1,10 +1,16 @@
 package config
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
@@ -72,5 +78,43 @@ func TestNamesMatchTheCode(t *testing.T) {
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	if len(versions) != 1 || versions[0].(map[string]any)["name"] != v1alpha1.Version {
 		t.Errorf("CRD versions = %v, want only %s", versions, v1alpha1.Version)
+	}
+}
+
+// kustomizationFile is the kustomize base of a config directory.
+const kustomizationFile = "kustomization.yaml"
+
+// TestKustomizationListsEveryFile: `kubectl apply -k config/` applies what
+// `kubectl apply -f` of each file would, in the same order, and sets the
+// Deployment's image by name.
+func TestKustomizationListsEveryFile(t *testing.T) {
+	var k struct {
+		Resources []string `json:"resources"`
+		Images    []struct {
+			Name string `json:"name"`
+		} `json:"images"`
+	}
+	data, err := os.ReadFile(kustomizationFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&k); err != nil {
+		t.Fatalf("%s: %v", kustomizationFile, err)
+	}
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = slices.DeleteFunc(files, func(f string) bool { return f == kustomizationFile })
+	slices.Sort(files)
+	if diff := cmp.Diff(files, k.Resources); diff != "" {
+		t.Errorf("%s resources (-files +listed):\n%s", kustomizationFile, diff)
+	}
+	deployment, err := os.ReadFile("700-deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Images) != 1 || !strings.Contains(string(deployment), "image: "+k.Images[0].Name+":") {
+		t.Errorf("%s images %v: want the one image of 700-deployment.yaml", kustomizationFile, k.Images)
 	}
 }

@@ -55,3 +55,30 @@ func IsRequeueAfter(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// waitingError marks an error that is an expected wait, not a failure.
+type waitingError struct{ err error }
+
+func (e *waitingError) Error() string { return e.err.Error() }
+func (e *waitingError) Unwrap() error { return e.err }
+
+// NewWaiting wraps err, whose text it keeps, to say that the reconcile
+// waits for something another component makes (a Secret's key another
+// process writes at start-up, say): Impl retries it with backoff as any
+// error but logs it at info level with the word "waiting", so that an
+// expected start-up wait does not read as the cause of a problem. It
+// returns nil when err is nil. A conflict from the API server is logged
+// the same way without it.
+func NewWaiting(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &waitingError{err: err}
+}
+
+// IsWaiting reports whether err, or any error it wraps, was made by
+// NewWaiting.
+func IsWaiting(err error) bool {
+	var w *waitingError
+	return errors.As(err, &w)
+}

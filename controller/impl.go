@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/bindkit/bindkit/controller/logging"
@@ -334,6 +335,10 @@ func (i *Impl) process(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 		return
 	}
 	q.AddRateLimited(key)
+	if IsWaiting(err) || apierrors.IsConflict(err) {
+		logger.Info("reconcile waiting; will retry", took, zap.Int("retry", q.NumRequeues(key)), zap.NamedError("waiting", err))
+		return
+	}
 	logger.Warn("reconcile failed; will retry", took, zap.Int("retry", q.NumRequeues(key)), zap.Error(err))
 }
 

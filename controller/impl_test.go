@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/controller/logging"
@@ -71,6 +73,21 @@ func TestReconcileResults(t *testing.T) {
 		wantLog: []logLine{
 			{zapcore.WarnLevel, "reconcile failed; will retry"},
 			{zapcore.WarnLevel, "reconcile failed; will retry"},
+			{zapcore.DebugLevel, "reconcile succeeded"},
+		},
+	}, {
+		name:       "an expected wait and a conflict are retried at info level, saying waiting",
+		maxRetries: 5,
+		results: []error{
+			controller.NewWaiting(errors.New(`secret webhook-certs has no "ca-cert.pem" yet`)),
+			fmt.Errorf("update: %w", apierrors.NewConflict(schema.GroupResource{Resource: "mutatingwebhookconfigurations"}, "x", boom)),
+		},
+		last:      "reconcile succeeded",
+		wantCalls: 3,
+		wantWhen:  2,
+		wantLog: []logLine{
+			{zapcore.InfoLevel, "reconcile waiting; will retry"},
+			{zapcore.InfoLevel, "reconcile waiting; will retry"},
 			{zapcore.DebugLevel, "reconcile succeeded"},
 		},
 	}, {

@@ -5,9 +5,11 @@
 // # The binaries
 //
 // etcd, kube-apiserver and kube-controller-manager are built from the Go
-// module proxy, once, by one command run in a module that requires bindkit:
+// module proxy, once, by one command run in a module that lists bindkit as
+// a tool (as one `bindkit new` makes does; elsewhere `go run
+// github.com/bindkit/bindkit/cmd/bindkit controlplane` is the same):
 //
-//	go run github.com/bindkit/bindkit/cmd/bindkit controlplane
+//	go tool bindkit controlplane
 //
 // It builds every supported minor (Releases) into the user cache directory
 // (CacheDir, e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3
@@ -48,6 +50,10 @@
 //		env := controlPlane.Env(t)
 //		...
 //	}
+//
+// controlPlane.Main(m) is envtest.Main(m, &controlPlane); a package with
+// several control planes (of two minors, say) calls envtest.Main(m, &a, &b)
+// once instead.
 //
 // When the binaries are missing, Env skips the test with a message that says
 // how to build them, except under CI=true, where it fails the test: an

@@ -363,7 +363,9 @@ func (ac *AdmissionController) caBundle(current *admissionregistrationv1.Mutatin
 			return w.ClientConfig.CABundle, nil
 		}
 	}
-	return nil, fmt.Errorf("admission controller %s: certificates secret %s/%s has no %q yet", ac.cfg.ConfigurationName, ac.cfg.SystemNamespace, ac.cfg.SecretName, ac.cfg.CAKey)
+	// The certificates controller writes it at start-up: a wait, not a
+	// failure.
+	return nil, controller.NewWaiting(fmt.Errorf("admission controller %s: waiting: certificates secret %s/%s has no %q yet", ac.cfg.ConfigurationName, ac.cfg.SystemNamespace, ac.cfg.SecretName, ac.cfg.CAKey))
 }
 
 // protected are the namespaces the webhook is never called in.

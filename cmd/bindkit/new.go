@@ -103,16 +103,18 @@ func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	kind := flags.String("kind", "", "the Binding's `kind`, e.g. EnvBinding (required)")
 	group := flags.String("group", "", "the API `group`; default bindings.<the module path's first element>, or bindings.example.com")
 	dir := flags.String("dir", "", "the `directory` to create; default the module path's last element")
-	replace := flags.String("replace", "", "a `directory` holding a bindkit checkout that the new module's go.mod replaces bindkit with (for bindkit's own tests)")
+	replace := flags.String("replace", "", "a `directory` holding a bindkit checkout that the new module's go.mod replaces bindkit with, to build against an unreleased bindkit (a fork, a branch, bindkit's own tests); without it, the bindkit version running this command, else the latest")
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, `usage: bindkit new -module PATH -kind KIND [flags]
 
 Creates a Binding module in a new directory: the kind's Go type with Do and
 Undo to fill in (apis/v1alpha1), its generated deep copies and CRD, its wiring
 (one wiring.New call) and main, config/ to deploy it with least-privilege
-RBAC, a contract test (bindingtest.CheckContract) and a test against a real
-kube-apiserver (envtest, bindingtest.Run). Every test passes as generated;
-the real-apiserver test needs the control plane, built once with
+RBAC and a kustomize base, a contract test (bindingtest.CheckContract, also
+on workloads as the kube-apiserver stores them) and a test against a real
+kube-apiserver (envtest, bindingtest.Run). Every test passes as generated
+and binds with Example in the type file; the tests need the control plane,
+built once with
 "go tool bindkit controlplane". bindkit is a tool of the module, so
 "go tool bindkit generate" regenerates the code and CRD after you change
 the types.
@@ -150,7 +152,7 @@ Flags:`)
 	fmt.Fprintf(stdout, `
 next:
   cd %s
-  edit apis/v1alpha1/types.go: the spec's fields, Do and Undo
+  edit apis/v1alpha1/types.go: the spec's fields, their values in Example, Do and Undo
   go tool bindkit generate        # deep copies and config/%s
   go tool bindkit controlplane    # once: etcd and kube-apiserver for the tests
   go test ./...

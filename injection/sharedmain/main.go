@@ -123,7 +123,11 @@ func (p *process) main(ctx context.Context, ctors []Constructor) error {
 	defer routeKlog(p.logger, p.level)()
 	err := p.run(logging.WithLogger(ctx, p.logger), ctors)
 	if err != nil {
-		p.logger.Error("stopped with error", zap.Error(err))
+		if hint := checkHint(err); hint != "" {
+			p.logger.Error("stopped with error", zap.Error(err), zap.String("check", hint))
+		} else {
+			p.logger.Error("stopped with error", zap.Error(err))
+		}
 		return fmt.Errorf("%s: %w", p.component, err)
 	}
 	p.logger.Info("stopped")

@@ -1,0 +1,103 @@
+package bindingtest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/test/testenv"
+)
+
+var controlPlane testenv.Shared
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }
+
+const boundName = "bound-sidecar"
+
+func isBound(c corev1.Container) bool { return c.Name == boundName }
+
+// TestCheckContractOnTheServer: the mistakes a new author makes are each
+// reported once, with a message naming the cause, on the subjects as the
+// kube-apiserver stores them.
+func TestCheckContractOnTheServer(t *testing.T) {
+	env := controlPlane.Env(t)
+	sidecar := corev1.Container{Name: boundName, Image: "registry.example/sidecar:1"}
+	tests := []struct {
+		name     string
+		do, undo func(*duck.WithPod)
+		want     []string // one substring per problem, in order
+	}{{
+		name: "in place",
+		do: func(wp *duck.WithPod) {
+			cs := &wp.Spec.Template.Spec.Containers
+			if i := slices.IndexFunc(*cs, isBound); i >= 0 {
+				(*cs)[i].Image = sidecar.Image
+				return
+			}
+			*cs = append(*cs, sidecar)
+		},
+		undo: func(wp *duck.WithPod) {
+			wp.Spec.Template.Spec.Containers = slices.DeleteFunc(wp.Spec.Template.Spec.Containers, isBound)
+		},
+	}, {
+		name: "delete then append",
+		do: func(wp *duck.WithPod) {
+			wp.Spec.Template.Spec.Containers = append(slices.DeleteFunc(wp.Spec.Template.Spec.Containers, isBound), sidecar)
+		},
+		undo: func(wp *duck.WithPod) {
+			wp.Spec.Template.Spec.Containers = slices.DeleteFunc(wp.Spec.Template.Spec.Containers, isBound)
+		},
+		want: []string{"Do drops what the API server fills in"},
+	}, {
+		name: "Undo forgets a volume",
+		do: func(wp *duck.WithPod) {
+			spec := &wp.Spec.Template.Spec
+			if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "shared" }) {
+				spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			}
+		},
+		want: []string{"Undo after Do does not restore"},
+	}, {
+		name: "Do appends every time",
+		do: func(wp *duck.WithPod) {
+			c := &wp.Spec.Template.Spec.Containers[0]
+			c.Env = append(c.Env, corev1.EnvVar{Name: "FOO", Value: "bar"})
+		},
+		undo: func(wp *duck.WithPod) {
+			c := &wp.Spec.Template.Spec.Containers[0]
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "FOO" })
+		},
+		want: []string{"Do is not idempotent"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}, do: tc.do, undo: tc.undo}
+			got := contractFailures(t, b, ContractOptions{Env: env})
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d failures, want %d (%q):\n%s", len(got), len(tc.want), tc.want, strings.Join(got, "\n----\n"))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("failure %d does not say %q:\n%s", i, w, got[i])
+				}
+			}
+			if tc.name == "delete then append" {
+				for _, field := range []string{"terminationMessagePath", "imagePullPolicy"} {
+					if !strings.Contains(got[0], field) {
+						t.Errorf("the failure does not name the dropped default %s:\n%s", field, got[0])
+					}
+				}
+			}
+			for _, f := range got {
+				if n := strings.Count(f, "\n"); n > 40 {
+					t.Errorf("a failure of %d lines, want a short one:\n%s", n, f)
+				}
+			}
+			t.Logf("failures:\n%s", strings.Join(got, "\n----\n"))
+		})
+	}
+}
