@@ -23,7 +23,7 @@ type Bindings[T any, PT interface {
 	psbinding.Bindable
 }] struct {
 	t       testing.TB
-	binding *wiring.Binding
+	binding *wiring.Kind
 	client  dynamic.NamespaceableResourceInterface
 }
 
@@ -32,7 +32,7 @@ type Bindings[T any, PT interface {
 func NewBindings[T any, PT interface {
 	*T
 	psbinding.Bindable
-}](t testing.TB, env *envtest.Environment, binding *wiring.Binding) *Bindings[T, PT] {
+}](t testing.TB, env *envtest.Environment, binding *wiring.Kind) *Bindings[T, PT] {
 	t.Helper()
 	client, err := dynamic.NewForConfig(env.Config)
 	if err != nil {

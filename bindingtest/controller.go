@@ -32,7 +32,7 @@ type ControllerOptions struct {
 	SystemNamespace string
 }
 
-// Controller is a Binding kind's controller (wiring.Binding.Controller)
+// Controller is a Binding kind's controller (wiring.Kind.Controller)
 // built over the injection fakes, started and promoted, for table-driven
 // reconciler tests without an API server: seed objects, Reconcile a
 // Binding, read back what it wrote with Get.
@@ -55,12 +55,12 @@ type Controller struct {
 // NewController builds binding's controller over fakes seeded with objects,
 // as sharedmain builds it over real clients, starts the informers, waits
 // for their caches and promotes the reconciler, as a leader's would be. The
-// Binding kind is declared to the fakes (wiring.Binding.GVR and GVK), and
+// Binding kind is declared to the fakes (wiring.Kind.GVR and GVK), and
 // so is every object's namespace; an object that is not of a client-go type
 // and has no TypeMeta is taken for a Binding of the kind. The fakes give
 // every object a resourceVersion and a new one on each write, as an API
 // server does (see injectiontest).
-func NewController(t testing.TB, binding *wiring.Binding, opts ControllerOptions, objects ...runtime.Object) *Controller {
+func NewController(t testing.TB, binding *wiring.Kind, opts ControllerOptions, objects ...runtime.Object) *Controller {
 	t.Helper()
 	bindings := injectiontest.Resource{Kind: binding.GVK, Resource: binding.GVR.Resource, Namespaced: true}
 	for _, obj := range objects {

@@ -37,7 +37,7 @@
 //		if err != nil {
 //			t.Fatal(err)
 //		}
-//		bindingtest.Run(t, env, bindingtest.RunOptions{Bindings: []*wiring.Binding{binding}})
+//		bindingtest.Run(t, env, bindingtest.RunOptions{Bindings: []*wiring.Kind{binding}})
 //		ns := env.CreateNamespace(t, "test-")
 //		// create a Deployment and an EnvBinding in ns, wait until it is bound
 //	}

@@ -33,7 +33,7 @@ import (
 type RunOptions struct {
 	// Bindings are the Binding kinds the process runs, each as wiring.New
 	// returned it: their controllers and webhooks are its constructors.
-	Bindings []*wiring.Binding
+	Bindings []*wiring.Kind
 	// WebhookConfigurations are YAML files that hold the Bindings'
 	// MutatingWebhookConfigurations as the deployment installs them
 	// (config/500-webhook-configuration.yaml), documents of other kinds
