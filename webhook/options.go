@@ -145,6 +145,15 @@ func DefaultOptions() Options {
 	}
 }
 
+// WithDefaults returns o with every zero field replaced by its default, as
+// DefaultOptions shows; it checks nothing (New does, and reports what it
+// cannot honour). A caller that registers command-line flags on Options'
+// fields uses it to show and compare the values a server would run with.
+func (o Options) WithDefaults() Options {
+	o, _ = o.withDefaults()
+	return o
+}
+
 // withDefaults fills zero fields and rejects values the server cannot honour.
 func (o Options) withDefaults() (Options, error) {
 	d := DefaultOptions()
@@ -219,11 +228,18 @@ func (o Options) withDefaults() (Options, error) {
 // names for ServiceName in namespace. Callers add IP addresses, lifetimes
 // and webhook configuration names as they need.
 func (o Options) CertificateOptions(namespace string) certificates.Options {
-	o, _ = o.withDefaults()
+	// Only the fields read here take their defaults; New applies the rest.
+	d := DefaultOptions()
+	if o.ServiceName == "" {
+		o.ServiceName = d.ServiceName
+	}
+	if o.SecretName == "" {
+		o.SecretName = d.SecretName
+	}
 	return certificates.Options{
 		SecretName:  o.SecretName,
 		Namespace:   namespace,
 		ServiceName: o.ServiceName,
-		Keys:        o.Keys,
+		Keys:        o.Keys.WithDefaults(),
 	}
 }
