@@ -119,6 +119,13 @@ type Options struct {
 	// Logger receives request logs at debug level and errors (default:
 	// none). Object bodies and keys are never logged.
 	Logger *zap.Logger
+	// SettingNames are the names users set the settings above by, keyed by
+	// the Options field's name (for example "MaxAdmissionsInFlight", or
+	// "ObjectLimits.MaxEnv"), for the answers that tell a refused caller
+	// which bound refused it: injection/sharedmain maps each field to its
+	// command-line flag. A field without an entry is named
+	// "Options.<field>". Default: none.
+	SettingNames map[string]string
 	// Observer, if set, is told the outcome, duration and patch size of
 	// every request routed to a controller (see Observer); package metrics
 	// turns that into Prometheus metrics. Default: none.
@@ -221,6 +228,15 @@ func (o Options) withDefaults() (Options, error) {
 			formatBytes(o.MaxInFlightMemory), formatBytes(o.MaxRequestBodyBytes), formatBytes(2*bodyReservation(o.MaxRequestBodyBytes)))
 	}
 	return o, nil
+}
+
+// SettingName returns how users set the Options field named field (see
+// SettingNames).
+func (o Options) SettingName(field string) string {
+	if n, ok := o.SettingNames[field]; ok {
+		return n
+	}
+	return "Options." + field
 }
 
 // CertificateOptions returns the certificates.Options that make the serving

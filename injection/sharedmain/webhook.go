@@ -82,6 +82,7 @@ func webhookOptions(ctx context.Context, f Flags, logger *zap.Logger) webhook.Op
 	opts.GracePeriod = f.WebhookGracePeriod
 	opts.CallInKubeNamespaces = f.WebhookKubeNamespaces
 	opts.Logger = logger.Named("webhook")
+	opts.SettingNames = webhookFlagNames
 	applyWebhookFlags(&opts, f.Webhook)
 	for _, o := range []struct {
 		flag         string
@@ -185,26 +186,45 @@ func registerWebhookFlags(fs *flag.FlagSet, o *webhook.Options) {
 	fs.StringVar(&o.ClientCAFile, "webhook-client-ca", o.ClientCAFile, "PEM file of CAs whose client certificates may call the webhook; empty lets any caller in. When set, probes are also served over HTTP on --probe-port")
 }
 
+// webhookFlagNames name the webhook.Options fields registerWebhookFlags
+// (and Flags' own webhook flags) set by their flags, so the webhook's
+// answers to a refused caller name the flag to change
+// (webhook.Options.SettingNames).
+var webhookFlagNames = map[string]string{
+	"ReadTimeout":                  "--webhook-read-timeout",
+	"MaxConnections":               "--webhook-max-connections",
+	"MaxAdmissionsInFlight":        "--webhook-max-in-flight",
+	"MaxInFlightMemory":            "--webhook-max-in-flight-memory",
+	"MaxRequestBodyBytes":          "--webhook-max-request-body-bytes",
+	"ObjectLimits.MaxDepth":        "--webhook-max-object-depth",
+	"ObjectLimits.MaxContainers":   "--webhook-max-containers",
+	"ObjectLimits.MaxVolumes":      "--webhook-max-volumes",
+	"ObjectLimits.MaxEnv":          "--webhook-max-env",
+	"ObjectLimits.MaxVolumeMounts": "--webhook-max-volume-mounts",
+	"ObjectLimits.MaxPatchBytes":   "--webhook-max-patch-bytes",
+	"ClientCAFile":                 "--webhook-client-ca",
+}
+
 // validateWebhookFlags reports the first negative bound among the flags
 // registerWebhookFlags sets, naming its flag; webhook.New checks the
 // rest (and these again, naming the Options field, for callers without
 // flags).
 func validateWebhookFlags(o webhook.Options) error {
 	for _, c := range []struct {
-		flag string
-		v    int64
+		field string
+		v     int64
 	}{
-		{"webhook-read-timeout", int64(o.ReadTimeout)},
-		{"webhook-max-connections", int64(o.MaxConnections)},
-		{"webhook-max-in-flight", int64(o.MaxAdmissionsInFlight)},
-		{"webhook-max-object-depth", int64(o.ObjectLimits.MaxDepth)},
-		{"webhook-max-containers", int64(o.ObjectLimits.MaxContainers)},
-		{"webhook-max-volumes", int64(o.ObjectLimits.MaxVolumes)},
-		{"webhook-max-env", int64(o.ObjectLimits.MaxEnv)},
-		{"webhook-max-volume-mounts", int64(o.ObjectLimits.MaxVolumeMounts)},
+		{"ReadTimeout", int64(o.ReadTimeout)},
+		{"MaxConnections", int64(o.MaxConnections)},
+		{"MaxAdmissionsInFlight", int64(o.MaxAdmissionsInFlight)},
+		{"ObjectLimits.MaxDepth", int64(o.ObjectLimits.MaxDepth)},
+		{"ObjectLimits.MaxContainers", int64(o.ObjectLimits.MaxContainers)},
+		{"ObjectLimits.MaxVolumes", int64(o.ObjectLimits.MaxVolumes)},
+		{"ObjectLimits.MaxEnv", int64(o.ObjectLimits.MaxEnv)},
+		{"ObjectLimits.MaxVolumeMounts", int64(o.ObjectLimits.MaxVolumeMounts)},
 	} {
 		if c.v < 0 {
-			return fmt.Errorf("--%s must not be negative", c.flag)
+			return fmt.Errorf("%s must not be negative", webhookFlagNames[c.field])
 		}
 	}
 	return nil
