@@ -366,6 +366,25 @@ func trustedBundle(pemBundle []byte, pub []published, now time.Time) ([]*x509.Ce
 	return bundle, added
 }
 
+// KeepTrusted returns the CA bundle a Publisher should publish when the
+// certificates Secret's bundle is secretBundle and it publishes publishedBundle
+// now: secretBundle, with every CA of publishedBundle still valid at now that it
+// lacks appended. The webhook may still present a certificate one of those
+// CAs signed, whatever was written into the Secret (an expired CA, a
+// foreign one, garbage), and the Reconciler keeps them in the Secret's
+// bundle too (until they expire), so publishing the Secret's bundle alone
+// could take trust away from the certificate being served for as long as
+// the Reconciler takes to repair the Secret. When nothing is added it
+// returns secretBundle itself.
+func KeepTrusted(secretBundle, publishedBundle []byte, now time.Time) []byte {
+	certs, _ := ParseCertificates(publishedBundle)
+	bundle, added := trustedBundle(secretBundle, []published{{certs: certs}}, now)
+	if added == 0 {
+		return secretBundle
+	}
+	return EncodeCertificates(bundle)
+}
+
 // nextCA returns the CA to sign under: the bundle's current CA whose key
 // the Secret holds, or a new one (p.newCA). When the current CA is due for
 // rotation, it first signs one last serving certificate (p.newServing),
