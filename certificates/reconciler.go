@@ -367,16 +367,19 @@ func trustedBundle(pemBundle []byte, pub []published, now time.Time) ([]*x509.Ce
 }
 
 // KeepTrusted returns the CA bundle a Publisher should publish when the
-// certificates Secret's bundle is secretBundle and it publishes publishedBundle
-// now: secretBundle, with every CA of publishedBundle still valid at now that it
-// lacks appended. The webhook may still present a certificate one of those
-// CAs signed, whatever was written into the Secret (an expired CA, a
-// foreign one, garbage), and the Reconciler keeps them in the Secret's
-// bundle too (until they expire), so publishing the Secret's bundle alone
-// could take trust away from the certificate being served for as long as
-// the Reconciler takes to repair the Secret. When nothing is added it
-// returns secretBundle itself.
+// certificates Secret's bundle is secretBundle and it publishes
+// publishedBundle now: secretBundle when it holds a CA valid at now, else
+// secretBundle with the CAs of publishedBundle still valid at now appended.
+// A Secret overwritten with only expired CAs (or garbage) would otherwise
+// take trust away from the certificate the webhook keeps serving, for as
+// long as the Reconciler takes to repair the Secret (which keeps those CAs
+// too, see trustedBundle). A bundle with a valid CA is published as it is,
+// so a CA someone else wrote into the configuration is not kept. When
+// nothing is added it returns secretBundle itself.
 func KeepTrusted(secretBundle, publishedBundle []byte, now time.Time) []byte {
+	if certs, _ := ParseCertificates(secretBundle); slices.ContainsFunc(certs, func(c *x509.Certificate) bool { return c.IsCA && now.Before(c.NotAfter) }) {
+		return secretBundle
+	}
 	certs, _ := ParseCertificates(publishedBundle)
 	bundle, added := trustedBundle(secretBundle, []published{{certs: certs}}, now)
 	if added == 0 {
