@@ -309,35 +309,97 @@ func (r *Reconciler) plan(data map[string][]byte, pub []published, now time.Time
 	}
 	p := plan{data: out}
 
-	// Unparsable bundle entries are dropped rather than fatal: a corrupted
-	// bundle is repaired, not left to block every rotation.
-	bundle, _ := ParseCertificates(data[k.CACert])
-	if len(bundle) == 0 {
-		// The Secret, or its bundle, is lost, but the clients still trust
-		// what the Publishers carry, and the webhook still serves a
-		// certificate one of those CAs signed. Keeping them in the bundle
-		// keeps that certificate trusted while a new one is issued; if the
-		// CA key survived, its CA is found among them and nothing changes.
-		for _, pb := range pub {
-			for _, c := range pb.certs {
-				if c.IsCA && now.Before(c.NotAfter) && !slices.ContainsFunc(bundle, c.Equal) {
-					bundle = append(bundle, c)
-				}
+	bundle, recovered := trustedBundle(data[k.CACert], pub, now)
+	p.recovered = recovered
+	caKey, _ := parseECKey(data[k.CAKey])
+	ca, serving, err := r.nextCA(&p, bundle, caKey, now)
+	if err != nil {
+		return p, err
+	}
+	if p.newCA {
+		out[k.CAKey] = ca.KeyPEM
+	}
+	kept := keepCAs(ca.Cert, bundle, now)
+	out[k.CACert] = EncodeCertificates(kept)
+
+	if serving == nil {
+		if serving, err = r.nextServing(&p, data, ca, kept, pub, now); err != nil {
+			return p, err
+		}
+	}
+	if p.newServing {
+		out[k.ServerCert] = serving.CertPEM
+		out[k.ServerKey] = serving.KeyPEM
+	}
+	r.scheduleNext(&p, ca, serving, kept, now)
+	for _, name := range []string{k.CACert, k.CAKey, k.ServerCert, k.ServerKey} {
+		if !bytes.Equal(out[name], data[name]) {
+			p.changed = true
+		}
+	}
+	return p, nil
+}
+
+// trustedBundle returns the CAs of the Secret's bundle (pemBundle) together
+// with every still-valid CA a Publisher carries that the bundle lacks, and
+// how many of those it added.
+//
+// Unparsable bundle entries are dropped rather than fatal: a corrupted
+// bundle is repaired, not left to block every rotation. The Publishers' CAs
+// are what the clients trust now, and the webhook may still serve a
+// certificate one of them signed, whatever the Secret holds (nothing,
+// garbage, only expired CAs, a foreign CA): keeping them in the bundle
+// keeps that certificate trusted until a new one is issued and trusted. If
+// the CA key survived, its CA is found among them and nothing changes. In a
+// healthy Secret the bundle already holds them all, and none is added.
+func trustedBundle(pemBundle []byte, pub []published, now time.Time) ([]*x509.Certificate, int) {
+	bundle, _ := ParseCertificates(pemBundle)
+	added := 0
+	for _, pb := range pub {
+		for _, c := range pb.certs {
+			if c.IsCA && now.Before(c.NotAfter) && !slices.ContainsFunc(bundle, c.Equal) {
+				bundle = append(bundle, c)
+				added++
 			}
 		}
-		p.recovered = len(bundle)
 	}
-	caKey, _ := parseECKey(data[k.CAKey])
-	ca := currentCA(bundle, caKey, now)
+	return bundle, added
+}
 
+// KeepTrusted returns the CA bundle a Publisher should publish when the
+// certificates Secret's bundle is secretBundle and it publishes
+// publishedBundle now: secretBundle when it holds a CA valid at now, else
+// secretBundle with the CAs of publishedBundle still valid at now appended.
+// A Secret overwritten with only expired CAs (or garbage) would otherwise
+// take trust away from the certificate the webhook keeps serving, for as
+// long as the Reconciler takes to repair the Secret (which keeps those CAs
+// too, see trustedBundle). A bundle with a valid CA is published as it is,
+// so a CA someone else wrote into the configuration is not kept. When
+// nothing is added it returns secretBundle itself.
+func KeepTrusted(secretBundle, publishedBundle []byte, now time.Time) []byte {
+	if certs, _ := ParseCertificates(secretBundle); slices.ContainsFunc(certs, func(c *x509.Certificate) bool { return c.IsCA && now.Before(c.NotAfter) }) {
+		return secretBundle
+	}
+	certs, _ := ParseCertificates(publishedBundle)
+	bundle, added := trustedBundle(secretBundle, []published{{certs: certs}}, now)
+	if added == 0 {
+		return secretBundle
+	}
+	return EncodeCertificates(bundle)
+}
+
+// nextCA returns the CA to sign under: the bundle's current CA whose key
+// the Secret holds, or a new one (p.newCA). When the current CA is due for
+// rotation, it first signs one last serving certificate (p.newServing),
+// returned too: it has a full lifetime, so nothing is signed by the new CA
+// until clients have had that long to learn the new bundle.
+func (r *Reconciler) nextCA(p *plan, bundle []*x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time) (*KeyPair, *KeyPair, error) {
+	ca := currentCA(bundle, caKey, now)
 	var serving *KeyPair
 	if ca != nil && !now.Before(ca.Cert.NotAfter.Add(-r.opts.CARotateBefore)) {
-		// The last serving certificate under the old CA has a full lifetime,
-		// so nothing is signed by the new CA until clients have had that long
-		// to learn the new bundle.
 		var err error
 		if serving, err = GenerateServingCert(ca, r.opts.dnsNames(), r.opts.IPAddresses, now, r.opts.ServingValidity); err != nil {
-			return p, err
+			return nil, nil, err
 		}
 		p.newServing = true
 		ca = nil
@@ -345,48 +407,50 @@ func (r *Reconciler) plan(data map[string][]byte, pub []published, now time.Time
 	if ca == nil {
 		var err error
 		if ca, err = GenerateCA(r.caName(), now, r.opts.CAValidity); err != nil {
-			return p, err
+			return nil, nil, err
 		}
 		p.newCA = true
-		out[k.CAKey] = ca.KeyPEM
 	}
+	return ca, serving, nil
+}
 
-	// The current CA first; older CAs stay while they are valid, since a
-	// serving certificate they signed may still be in use or a client may
-	// still hold only the old bundle.
-	kept := []*x509.Certificate{ca.Cert}
+// keepCAs returns the bundle to publish: ca first, then every other CA of
+// bundle while it is valid, since a serving certificate it signed may still
+// be in use or a client may still hold only the old bundle.
+func keepCAs(ca *x509.Certificate, bundle []*x509.Certificate, now time.Time) []*x509.Certificate {
+	kept := []*x509.Certificate{ca}
 	for _, c := range bundle {
 		if c.IsCA && now.Before(c.NotAfter) && !slices.ContainsFunc(kept, c.Equal) {
 			kept = append(kept, c)
 		}
 	}
-	out[k.CACert] = EncodeCertificates(kept)
+	return kept
+}
 
-	if serving == nil {
-		current, err := ParseKeyPair(data[k.ServerCert], data[k.ServerKey])
-		if err != nil {
-			current = nil
-		}
-		switch {
-		case current != nil && r.servingOK(current.Cert, kept, now):
-			serving = current
-		default:
-			if p.waiting = r.untrusted(ca.Cert, pub, now); p.waiting != "" {
-				// Whatever the Secret holds stays: the webhook keeps
-				// serving its last good certificate meanwhile.
-				break
-			}
-			if serving, err = GenerateServingCert(ca, r.opts.dnsNames(), r.opts.IPAddresses, now, r.opts.ServingValidity); err != nil {
-				return p, err
-			}
-			p.newServing = true
-		}
+// nextServing returns the serving certificate to keep: the Secret's own
+// while kept trusts it and it is not due, else a new one under ca
+// (p.newServing), unless the Publishers do not trust ca yet (p.waiting),
+// when it returns nil and whatever the Secret holds stays: the webhook keeps
+// serving its last good certificate meanwhile.
+func (r *Reconciler) nextServing(p *plan, data map[string][]byte, ca *KeyPair, kept []*x509.Certificate, pub []published, now time.Time) (*KeyPair, error) {
+	k := r.opts.Keys
+	if current, err := ParseKeyPair(data[k.ServerCert], data[k.ServerKey]); err == nil && current != nil && r.servingOK(current.Cert, kept, now) {
+		return current, nil
 	}
-	if p.newServing {
-		out[k.ServerCert] = serving.CertPEM
-		out[k.ServerKey] = serving.KeyPEM
+	if p.waiting = r.untrusted(ca.Cert, pub, now); p.waiting != "" {
+		return nil, nil
 	}
+	serving, err := GenerateServingCert(ca, r.opts.dnsNames(), r.opts.IPAddresses, now, r.opts.ServingValidity)
+	if err != nil {
+		return nil, err
+	}
+	p.newServing = true
+	return serving, nil
+}
 
+// scheduleNext sets when p's Secret needs its next look (p.next) and the
+// serials it reports.
+func (r *Reconciler) scheduleNext(p *plan, ca, serving *KeyPair, kept []*x509.Certificate, now time.Time) {
 	if p.waiting != "" {
 		p.next = now.Add(r.waitInterval(now))
 	} else {
@@ -402,12 +466,6 @@ func (r *Reconciler) plan(data map[string][]byte, pub []published, now time.Time
 		p.serial = serving.Cert.SerialNumber.Text(16)
 	}
 	p.caSerial = ca.Cert.SerialNumber.Text(16)
-	for _, name := range []string{k.CACert, k.CAKey, k.ServerCert, k.ServerKey} {
-		if !bytes.Equal(out[name], data[name]) {
-			p.changed = true
-		}
-	}
-	return p, nil
 }
 
 // untrusted returns why no serving certificate may be signed under ca yet,

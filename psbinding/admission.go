@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -354,7 +355,7 @@ func (ac *AdmissionController) caBundle(current *admissionregistrationv1.Mutatin
 	secret, err := ac.cfg.SecretLister.Secrets(ac.cfg.SystemNamespace).Get(ac.cfg.SecretName)
 	switch {
 	case err == nil && len(secret.Data[ac.cfg.CAKey]) > 0:
-		return secret.Data[ac.cfg.CAKey], nil
+		return certificates.KeepTrusted(secret.Data[ac.cfg.CAKey], publishedCABundle(current, ac.cfg.WebhookName), time.Now()), nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("admission controller %s: certificates secret %s/%s: %w", ac.cfg.ConfigurationName, ac.cfg.SystemNamespace, ac.cfg.SecretName, err)
 	}
@@ -366,6 +367,16 @@ func (ac *AdmissionController) caBundle(current *admissionregistrationv1.Mutatin
 	// The certificates controller writes it at start-up: a wait, not a
 	// failure.
 	return nil, controller.NewWaiting(fmt.Errorf("admission controller %s: waiting: certificates secret %s/%s has no %q yet", ac.cfg.ConfigurationName, ac.cfg.SystemNamespace, ac.cfg.SecretName, ac.cfg.CAKey))
+}
+
+// publishedCABundle is the caBundle current gives the webhook named name.
+func publishedCABundle(current *admissionregistrationv1.MutatingWebhookConfiguration, name string) []byte {
+	for _, w := range current.Webhooks {
+		if w.Name == name {
+			return w.ClientConfig.CABundle
+		}
+	}
+	return nil
 }
 
 // protected are the namespaces the webhook is never called in.

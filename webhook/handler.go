@@ -150,7 +150,7 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	// place.
 	if n := s.inFlight.Add(1); n > int64(s.opts.MaxAdmissionsInFlight) {
 		s.inFlight.Add(-1)
-		s.overloaded(w, r, fmt.Sprintf("webhook overloaded: %d admissions in flight, its limit (--webhook-max-in-flight); retry", s.opts.MaxAdmissionsInFlight))
+		s.overloaded(w, r, fmt.Sprintf("webhook overloaded: %d admissions in flight, its limit (%s); retry", s.opts.MaxAdmissionsInFlight, s.opts.SettingName("MaxAdmissionsInFlight")))
 		rt.observe(start, req, OutcomeOverloaded, dryRun, 0)
 		return
 	}
@@ -249,7 +249,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	}
 	limit := s.opts.MaxRequestBodyBytes
 	if r.ContentLength > limit {
-		return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes (--webhook-max-request-body-bytes)", r.ContentLength, limit)}
+		return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes (%s)", r.ContentLength, limit, s.opts.SettingName("MaxRequestBodyBytes"))}
 	}
 	if err := st.reserve(requestOverhead); err != nil {
 		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
@@ -272,7 +272,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 			return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
 		}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes (--webhook-max-request-body-bytes)", limit)}
+			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes (%s)", limit, s.opts.SettingName("MaxRequestBodyBytes"))}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %v", readTimeout)}

@@ -122,10 +122,21 @@ type syncingController struct {
 func (c *syncingController) HasSynced() bool { return c.synced.Load() }
 
 // newTestServer returns a Server with a valid certificate in its Secret.
+// testSettingNames name settings as injection/sharedmain's flags do, as
+// the answers of a server started by sharedmain do.
+var testSettingNames = map[string]string{
+	"MaxAdmissionsInFlight": "--webhook-max-in-flight",
+	"MaxInFlightMemory":     "--webhook-max-in-flight-memory",
+	"MaxRequestBodyBytes":   "--webhook-max-request-body-bytes",
+}
+
 func newTestServer(t testing.TB, opts Options, controllers ...AdmissionController) *Server {
 	t.Helper()
 	secrets := &secretMap{}
 	secrets.Set(DefaultSecretName, newTestPKI(t).servingData(t, time.Now(), time.Hour))
+	if opts.SettingNames == nil {
+		opts.SettingNames = testSettingNames
+	}
 	s, err := New(opts, secrets, controllers...)
 	if err != nil {
 		t.Fatal(err)

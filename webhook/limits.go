@@ -38,22 +38,21 @@ const (
 // take the defaults above; a negative field is an error at New.
 type ObjectLimits struct {
 	// MaxDepth bounds the nesting of objects and arrays in the object
-	// (--webhook-max-object-depth, default DefaultMaxObjectDepth).
+	// (default DefaultMaxObjectDepth).
 	MaxDepth int
 	// MaxContainers bounds each list of containers of the pod template
-	// (--webhook-max-containers, default DefaultMaxContainers).
+	// (default DefaultMaxContainers).
 	MaxContainers int
-	// MaxVolumes bounds the pod template's volumes (--webhook-max-volumes,
-	// default DefaultMaxVolumes).
+	// MaxVolumes bounds the pod template's volumes (default DefaultMaxVolumes).
 	MaxVolumes int
 	// MaxEnv bounds the env, and the envFrom, of each container
-	// (--webhook-max-env, default DefaultMaxEnv).
+	// (default DefaultMaxEnv).
 	MaxEnv int
 	// MaxVolumeMounts bounds the volumeMounts of each container
-	// (--webhook-max-volume-mounts, default DefaultMaxVolumeMounts).
+	// (default DefaultMaxVolumeMounts).
 	MaxVolumeMounts int
 	// MaxPatchBytes bounds the JSON patch a controller answers with
-	// (--webhook-max-patch-bytes, default DefaultMaxPatchBytes).
+	// (default DefaultMaxPatchBytes).
 	MaxPatchBytes int64
 }
 
@@ -176,12 +175,12 @@ func Reserve(ctx context.Context, bytes int64) error {
 func (st *requestState) reserve(bytes int64) error {
 	b := st.budget
 	if held := st.reserved.Load(); held+bytes > b.limit {
-		return fmt.Errorf("%w: needs an estimated %s, more than the webhook's memory budget of %s (--webhook-max-in-flight-memory)",
-			ErrOverBudget, formatBytes(held+bytes), formatBytes(b.limit))
+		return fmt.Errorf("%w: needs an estimated %s, more than the webhook's memory budget of %s (%s)",
+			ErrOverBudget, formatBytes(held+bytes), formatBytes(b.limit), b.setting)
 	}
 	if !b.tryAcquire(bytes) {
-		return fmt.Errorf("%w: admissions in flight hold %s of its %s memory budget (--webhook-max-in-flight-memory); retry",
-			ErrOverloaded, formatBytes(b.used.Load()), formatBytes(b.limit))
+		return fmt.Errorf("%w: admissions in flight hold %s of its %s memory budget (%s); retry",
+			ErrOverloaded, formatBytes(b.used.Load()), formatBytes(b.limit), b.setting)
 	}
 	st.reserved.Add(bytes)
 	return nil
@@ -195,7 +194,9 @@ func (st *requestState) release() {
 // memoryBudget is a non-blocking weighted semaphore over estimated bytes.
 type memoryBudget struct {
 	limit int64
-	used  atomic.Int64
+	// setting names the budget's setting in errors (Options.SettingName).
+	setting string
+	used    atomic.Int64
 }
 
 func (b *memoryBudget) tryAcquire(n int64) bool {

@@ -119,6 +119,13 @@ type Options struct {
 	// Logger receives request logs at debug level and errors (default:
 	// none). Object bodies and keys are never logged.
 	Logger *zap.Logger
+	// SettingNames are the names users set the settings above by, keyed by
+	// the Options field's name (for example "MaxAdmissionsInFlight", or
+	// "ObjectLimits.MaxEnv"), for the answers that tell a refused caller
+	// which bound refused it: injection/sharedmain maps each field to its
+	// command-line flag. A field without an entry is named
+	// "Options.<field>". Default: none.
+	SettingNames map[string]string
 	// Observer, if set, is told the outcome, duration and patch size of
 	// every request routed to a controller (see Observer); package metrics
 	// turns that into Prometheus metrics. Default: none.
@@ -143,6 +150,15 @@ func DefaultOptions() Options {
 		ObjectLimits:          DefaultObjectLimits(),
 		Logger:                zap.NewNop(),
 	}
+}
+
+// WithDefaults returns o with every zero field replaced by its default, as
+// DefaultOptions shows; it checks nothing (New does, and reports what it
+// cannot honour). A caller that registers command-line flags on Options'
+// fields uses it to show and compare the values a server would run with.
+func (o Options) WithDefaults() Options {
+	o, _ = o.withDefaults()
+	return o
 }
 
 // withDefaults fills zero fields and rejects values the server cannot honour.
@@ -214,16 +230,32 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// SettingName returns how users set the Options field named field (see
+// SettingNames).
+func (o Options) SettingName(field string) string {
+	if n, ok := o.SettingNames[field]; ok {
+		return n
+	}
+	return "Options." + field
+}
+
 // CertificateOptions returns the certificates.Options that make the serving
 // certificate this server expects: the same Secret and data keys, and DNS
 // names for ServiceName in namespace. Callers add IP addresses, lifetimes
 // and webhook configuration names as they need.
 func (o Options) CertificateOptions(namespace string) certificates.Options {
-	o, _ = o.withDefaults()
+	// Only the fields read here take their defaults; New applies the rest.
+	d := DefaultOptions()
+	if o.ServiceName == "" {
+		o.ServiceName = d.ServiceName
+	}
+	if o.SecretName == "" {
+		o.SecretName = d.SecretName
+	}
 	return certificates.Options{
 		SecretName:  o.SecretName,
 		Namespace:   namespace,
 		ServiceName: o.ServiceName,
-		Keys:        o.Keys,
+		Keys:        o.Keys.WithDefaults(),
 	}
 }

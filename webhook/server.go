@@ -64,7 +64,7 @@ func New(opts Options, secrets SecretGetter, controllers ...AdmissionController)
 			now:     time.Now,
 			logger:  opts.Logger,
 		},
-		budget: &memoryBudget{limit: opts.MaxInFlightMemory},
+		budget: &memoryBudget{limit: opts.MaxInFlightMemory, setting: opts.SettingName("MaxInFlightMemory")},
 	}
 	if opts.ClientCAFile != "" {
 		if s.clientCAs, err = loadClientCAs(opts.ClientCAFile, opts.Logger); err != nil {

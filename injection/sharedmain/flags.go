@@ -106,10 +106,17 @@ type Flags struct {
 	// controller's Deployment deleted, before deleting the rest of the
 	// installation, so no namespace or CRD is left waiting on a finalizer.
 	Uninstall bool
-	// WebhookBounds bound what the webhook's callers may send, and may
-	// require a client certificate (--webhook-read-timeout,
-	// --webhook-max-*, --webhook-client-ca).
-	WebhookBounds WebhookBounds
+	// Webhook holds the webhook's bounds on what its callers may send, and
+	// its client authentication: the flags --webhook-read-timeout,
+	// --webhook-max-* and --webhook-client-ca are registered directly on
+	// its fields ReadTimeout, MaxConnections, MaxAdmissionsInFlight,
+	// MaxInFlightMemory, MaxRequestBodyBytes, ObjectLimits and
+	// ClientCAFile, which webhook.Options documents with their defaults
+	// (a zero field takes the default there). Its other fields are not
+	// read: the webhook's address, port, grace period and namespaces have
+	// flags of their own above, and what no flag sets comes from the
+	// context (webhook.WithOptions) or the webhook package's defaults.
+	Webhook webhook.Options
 
 	// MetricsAddress is where the process serves its Prometheus metrics
 	// over HTTP at /metrics, as host:port (--metrics-address, default
@@ -140,9 +147,17 @@ func DefaultFlags() Flags {
 		WebhookCARotateBefore:   certificates.DefaultCARotateBefore,
 		WebhookCertValidity:     certificates.DefaultServingValidity,
 		WebhookCertRotateBefore: certificates.DefaultServingRotateBefore,
-		WebhookBounds:           DefaultWebhookBounds(),
+		Webhook:                 defaultWebhookFlags(),
 		MetricsAddress:          DefaultMetricsAddress,
 	}
+}
+
+// defaultWebhookFlags returns webhook.DefaultOptions without its Logger,
+// which Run sets from its own: the defaults the flags of Flags.Webhook show.
+func defaultWebhookFlags() webhook.Options {
+	o := webhook.DefaultOptions()
+	o.Logger = nil
+	return o
 }
 
 func (f Flags) withDefaults() Flags {
@@ -174,7 +189,10 @@ func (f Flags) withDefaults() Flags {
 			*p.v = *p.def
 		}
 	}
-	f.WebhookBounds = f.WebhookBounds.withDefaults()
+	// The webhook package owns its defaults; the Logger stays Run's.
+	logger := f.Webhook.Logger
+	f.Webhook = f.Webhook.WithDefaults()
+	f.Webhook.Logger = logger
 	if f.MetricsAddress == "" {
 		f.MetricsAddress = d.MetricsAddress
 	}
@@ -241,7 +259,7 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	fs.DurationVar(&f.WebhookCertValidity, "webhook-cert-validity", f.WebhookCertValidity, "lifetime of the webhook's serving certificate")
 	fs.DurationVar(&f.WebhookCertRotateBefore, "webhook-cert-rotate-before", f.WebhookCertRotateBefore, "how long before the serving certificate expires it is renewed; a failed renewal is retried until then")
 	fs.BoolVar(&f.WebhookKubeNamespaces, "webhook-kube-namespaces", false, "let the webhook be called in kube-system, kube-public and kube-node-lease when Bindings there need it")
-	f.WebhookBounds.register(fs)
+	registerWebhookFlags(fs, &f.Webhook)
 	fs.BoolVar(&f.Uninstall, "uninstall", false, "remove what bindkit did and exit: stop the webhook from being called, unbind every subject, "+
 		"release every Binding's finalizer; run it after deleting the controller's Deployment, before deleting the rest of the installation")
 
@@ -311,7 +329,7 @@ func (f Flags) validate() error {
 	if err := f.withDefaults().validateCertificates(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := f.WebhookBounds.validate(); err != nil {
+	if err := validateWebhookFlags(f.Webhook); err != nil {
 		errs = append(errs, err)
 	}
 	if err := validateMetricsAddress(f.MetricsAddress); err != nil {

@@ -48,7 +48,7 @@ func TestParseFlags(t *testing.T) {
 				KubeAPIQPS: 50.5, KubeAPIBurst: 75, ResyncPeriod: time.Hour,
 				WebhookCAValidity: 10 * time.Hour, WebhookCARotateBefore: 5 * time.Hour,
 				WebhookCertValidity: 3 * time.Hour, WebhookCertRotateBefore: time.Hour, WebhookKubeNamespaces: true,
-				WebhookBounds:  DefaultWebhookBounds(),
+				Webhook:        DefaultFlags().Webhook,
 				MetricsAddress: "127.0.0.1:9091",
 			},
 		},
@@ -71,12 +71,10 @@ func TestParseFlags(t *testing.T) {
 				"--webhook-max-patch-bytes=65536", "--webhook-client-ca=/etc/ca.crt"},
 			want: func() Flags {
 				f := DefaultFlags()
-				f.WebhookBounds = WebhookBounds{
-					ReadTimeout: 5 * time.Second, MaxConnections: 10, MaxAdmissionsInFlight: 3,
-					MaxInFlightMemory: 64 << 20, MaxRequestBodyBytes: 1000000,
-					Objects:      webhook.ObjectLimits{MaxDepth: 20, MaxContainers: 4, MaxVolumes: 5, MaxEnv: 6, MaxVolumeMounts: 7, MaxPatchBytes: 65536},
-					ClientCAFile: "/etc/ca.crt",
-				}
+				f.Webhook.ReadTimeout, f.Webhook.MaxConnections, f.Webhook.MaxAdmissionsInFlight = 5*time.Second, 10, 3
+				f.Webhook.MaxInFlightMemory, f.Webhook.MaxRequestBodyBytes = 64<<20, 1000000
+				f.Webhook.ObjectLimits = webhook.ObjectLimits{MaxDepth: 20, MaxContainers: 4, MaxVolumes: 5, MaxEnv: 6, MaxVolumeMounts: 7, MaxPatchBytes: 65536}
+				f.Webhook.ClientCAFile = "/etc/ca.crt"
 				return f
 			}(),
 		},

@@ -199,7 +199,8 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	defer cmw.Shutdown()
 	cmw.Watch(ConfigLoggingName, levelObserver(p.component, p.level, logger))
 
-	ictx = withWebhookOptions(ictx, p.flags, logger)
+	wopts := webhookOptions(ictx, p.flags, logger)
+	ictx = webhook.WithOptions(ictx, wopts)
 	impls, err := construct(ictx, cmw, ctors)
 	if err != nil {
 		return err
@@ -211,7 +212,7 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	admission := admissionControllers(impls)
 	var server *webhook.Server
 	if len(admission) > 0 {
-		if p.certs, server, err = newWebhook(ictx, namespace, p.component, p.flags, logger, m, admission); err != nil {
+		if p.certs, server, err = newWebhook(ictx, namespace, p.component, p.flags, wopts, logger, m, admission); err != nil {
 			return err
 		}
 	}
@@ -221,7 +222,7 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	var probeHandler *probes
 	if server != nil {
 		ln, err = listen("webhook", p.flags.WebhookAddress, p.flags.WebhookPort)
-		if err == nil && p.flags.WebhookBounds.ClientCAFile != "" {
+		if err == nil && p.flags.Webhook.ClientCAFile != "" {
 			// The kubelet's probes present no client certificate.
 			if webhookProbeLn, err = listen("probes", "", p.flags.ProbePort); err != nil {
 				ln.Close()

@@ -59,20 +59,22 @@ func (l *leaderCertificates) Reconcile(ctx context.Context, key string) error {
 	return l.certs.Reconcile(ctx, key)
 }
 
-// withWebhookOptions returns ctx carrying the one description of the
-// webhook (webhook.WithOptions) that the server, the certificates
-// reconciler and every admission controller of the process read: the
-// Secret, its keys, the Service, where the webhook may be called, and the
-// bounds on what it reads (WebhookBounds). It
-// must be stored before the controller constructors run.
+// webhookOptions returns the one description of the webhook that the
+// server, the certificates reconciler and every admission controller of
+// the process share: the Secret, its keys, the Service, where the webhook
+// may be called, and the bounds on what it reads (Flags.Webhook). Run
+// passes it to newWebhook explicitly, and stores it in the context
+// (webhook.WithOptions) only for the knative-shaped admission controller
+// constructors, which receive nothing else; it must be stored before they
+// run.
 //
 // Options a caller stored in ctx with webhook.WithOptions, as a knative
 // main does (webhook.Options{ServiceName, SecretName, Port}), are the
 // starting point: what no flag sets (ServiceName, SecretName, Keys,
 // TLSMinVersion, EnableHTTP2) is kept, and what a flag sets comes from the
 // flag, with a warning when that overrides a different value the caller
-// gave.
-func withWebhookOptions(ctx context.Context, f Flags, logger *zap.Logger) context.Context {
+// gave. Zero fields stay zero: webhook.New applies the defaults, once.
+func webhookOptions(ctx context.Context, f Flags, logger *zap.Logger) webhook.Options {
 	given, _ := webhook.OptionsFrom(ctx)
 	opts := given
 	opts.Address = f.WebhookAddress
@@ -80,7 +82,8 @@ func withWebhookOptions(ctx context.Context, f Flags, logger *zap.Logger) contex
 	opts.GracePeriod = f.WebhookGracePeriod
 	opts.CallInKubeNamespaces = f.WebhookKubeNamespaces
 	opts.Logger = logger.Named("webhook")
-	f.WebhookBounds.apply(&opts)
+	opts.SettingNames = webhookFlagNames
+	applyWebhookFlags(&opts, f.Webhook)
 	for _, o := range []struct {
 		flag         string
 		given, value any
@@ -97,12 +100,12 @@ func withWebhookOptions(ctx context.Context, f Flags, logger *zap.Logger) contex
 				zap.String("flag", o.flag), zap.Any("context", o.given), zap.Any("flag value", o.value))
 		}
 	}
-	return webhook.WithOptions(ctx, opts)
+	return opts
 }
 
 // newWebhook builds the certificates controller for the webhook's Secret
-// and the webhook server routing to admission, both from the options in
-// ctx (withWebhookOptions). Both read the Secret through the system
+// and the webhook server routing to admission, both from opts
+// (webhookOptions). Both read the Secret through the system
 // namespace's informer, which they request here and which therefore must
 // start afterwards. The admission controllers that publish the CA bundle
 // (certificates.Publisher) are the ones the certificates reconciler waits
@@ -111,11 +114,10 @@ func withWebhookOptions(ctx context.Context, f Flags, logger *zap.Logger) contex
 // component is the field manager of the Secret's writes. With m, the
 // server counts its admissions and the certificates reconciler reports
 // expiry times and rotations there.
-func newWebhook(ctx context.Context, namespace, component string, f Flags, logger *zap.Logger, m *metrics.Metrics, admission []webhook.AdmissionController) (*controller.Impl, *webhook.Server, error) {
+func newWebhook(ctx context.Context, namespace, component string, f Flags, opts webhook.Options, logger *zap.Logger, m *metrics.Metrics, admission []webhook.AdmissionController) (*controller.Impl, *webhook.Server, error) {
 	if err := f.validateCertificates(); err != nil {
 		return nil, nil, fmt.Errorf("webhook certificates: %w", err)
 	}
-	opts := webhook.GetOptions(ctx)
 	secrets := injection.NamespacedKubeInformerFactory(ctx, namespace).Core().V1().Secrets()
 
 	certOpts := opts.CertificateOptions(namespace)
@@ -163,125 +165,80 @@ func newWebhook(ctx context.Context, namespace, component string, f Flags, logge
 	return impl, srv, nil
 }
 
-// WebhookBounds are the webhook's bounds on what its callers may send, and
-// its client authentication: the flags --webhook-read-timeout,
-// --webhook-max-* and --webhook-client-ca. A zero field takes the webhook
-// package's default (see webhook.Options and webhook.ObjectLimits, and
-// the README for the list).
-type WebhookBounds struct {
-	// ReadTimeout is webhook.Options.ReadTimeout (--webhook-read-timeout).
-	ReadTimeout time.Duration
-	// MaxConnections is webhook.Options.MaxConnections
-	// (--webhook-max-connections).
-	MaxConnections int
-	// MaxAdmissionsInFlight is webhook.Options.MaxAdmissionsInFlight
-	// (--webhook-max-in-flight).
-	MaxAdmissionsInFlight int
-	// MaxInFlightMemory is webhook.Options.MaxInFlightMemory
-	// (--webhook-max-in-flight-memory, a quantity such as 48Mi).
-	MaxInFlightMemory int64
-	// MaxRequestBodyBytes is webhook.Options.MaxRequestBodyBytes
-	// (--webhook-max-request-body-bytes, a quantity such as 7Mi).
-	MaxRequestBodyBytes int64
-	// Objects are webhook.Options.ObjectLimits: --webhook-max-object-depth,
-	// --webhook-max-containers, --webhook-max-volumes, --webhook-max-env,
-	// --webhook-max-volume-mounts and --webhook-max-patch-bytes.
-	Objects webhook.ObjectLimits
-	// ClientCAFile is webhook.Options.ClientCAFile (--webhook-client-ca):
-	// when set, only callers with a client certificate signed by a CA in
-	// the file reach the webhook, and the probes are served over HTTP on
-	// --probe-port as well, since a kubelet's probe has no certificate.
-	ClientCAFile string
+// registerWebhookFlags registers the flags that bound what the webhook's
+// callers may send, and its client authentication, directly on the
+// webhook's own Options (--webhook-read-timeout, --webhook-max-* and
+// --webhook-client-ca): webhook.Options documents each setting and its
+// default, and webhook.New applies the defaults and checks the values, so
+// sharedmain keeps no copy of either. Only the flag names live here.
+func registerWebhookFlags(fs *flag.FlagSet, o *webhook.Options) {
+	fs.DurationVar(&o.ReadTimeout, "webhook-read-timeout", o.ReadTimeout, "longest time to read one admission request, headers and body; the request's own timeout shortens it")
+	fs.IntVar(&o.MaxConnections, "webhook-max-connections", o.MaxConnections, "connections the webhook holds open at once; at the cap the longest idle one is closed, or new ones wait")
+	fs.IntVar(&o.MaxAdmissionsInFlight, "webhook-max-in-flight", o.MaxAdmissionsInFlight, "admissions decided at once; more are answered 429 with Retry-After")
+	fs.Var(byteQuantity{&o.MaxInFlightMemory}, "webhook-max-in-flight-memory", "estimated memory admissions in flight may hold together (a quantity, e.g. 48Mi); beyond it requests are answered 429")
+	fs.Var(byteQuantity{&o.MaxRequestBodyBytes}, "webhook-max-request-body-bytes", "largest admission request body (a quantity, e.g. 7Mi); larger ones are answered 413")
+	fs.IntVar(&o.ObjectLimits.MaxDepth, "webhook-max-object-depth", o.ObjectLimits.MaxDepth, "deepest nesting of objects and arrays in an admitted object")
+	fs.IntVar(&o.ObjectLimits.MaxContainers, "webhook-max-containers", o.ObjectLimits.MaxContainers, "most containers, init containers or ephemeral containers in an admitted pod template")
+	fs.IntVar(&o.ObjectLimits.MaxVolumes, "webhook-max-volumes", o.ObjectLimits.MaxVolumes, "most volumes in an admitted pod template")
+	fs.IntVar(&o.ObjectLimits.MaxEnv, "webhook-max-env", o.ObjectLimits.MaxEnv, "most env (or envFrom) entries of one container of an admitted pod template")
+	fs.IntVar(&o.ObjectLimits.MaxVolumeMounts, "webhook-max-volume-mounts", o.ObjectLimits.MaxVolumeMounts, "most volumeMounts of one container of an admitted pod template")
+	fs.Var(byteQuantity{&o.ObjectLimits.MaxPatchBytes}, "webhook-max-patch-bytes", "largest JSON patch the webhook answers with (a quantity, e.g. 1Mi)")
+	fs.StringVar(&o.ClientCAFile, "webhook-client-ca", o.ClientCAFile, "PEM file of CAs whose client certificates may call the webhook; empty lets any caller in. When set, probes are also served over HTTP on --probe-port")
 }
 
-// DefaultWebhookBounds returns the bounds of a command line without flags.
-func DefaultWebhookBounds() WebhookBounds {
-	d := webhook.DefaultOptions()
-	return WebhookBounds{
-		ReadTimeout:           d.ReadTimeout,
-		MaxConnections:        d.MaxConnections,
-		MaxAdmissionsInFlight: d.MaxAdmissionsInFlight,
-		MaxInFlightMemory:     d.MaxInFlightMemory,
-		MaxRequestBodyBytes:   d.MaxRequestBodyBytes,
-		Objects:               d.ObjectLimits,
-	}
+// webhookFlagNames name the webhook.Options fields registerWebhookFlags
+// (and Flags' own webhook flags) set by their flags, so the webhook's
+// answers to a refused caller name the flag to change
+// (webhook.Options.SettingNames).
+var webhookFlagNames = map[string]string{
+	"ReadTimeout":                  "--webhook-read-timeout",
+	"MaxConnections":               "--webhook-max-connections",
+	"MaxAdmissionsInFlight":        "--webhook-max-in-flight",
+	"MaxInFlightMemory":            "--webhook-max-in-flight-memory",
+	"MaxRequestBodyBytes":          "--webhook-max-request-body-bytes",
+	"ObjectLimits.MaxDepth":        "--webhook-max-object-depth",
+	"ObjectLimits.MaxContainers":   "--webhook-max-containers",
+	"ObjectLimits.MaxVolumes":      "--webhook-max-volumes",
+	"ObjectLimits.MaxEnv":          "--webhook-max-env",
+	"ObjectLimits.MaxVolumeMounts": "--webhook-max-volume-mounts",
+	"ObjectLimits.MaxPatchBytes":   "--webhook-max-patch-bytes",
+	"ClientCAFile":                 "--webhook-client-ca",
 }
 
-func (b *WebhookBounds) register(fs *flag.FlagSet) {
-	fs.DurationVar(&b.ReadTimeout, "webhook-read-timeout", b.ReadTimeout, "longest time to read one admission request, headers and body; the request's own timeout shortens it")
-	fs.IntVar(&b.MaxConnections, "webhook-max-connections", b.MaxConnections, "connections the webhook holds open at once; at the cap the longest idle one is closed, or new ones wait")
-	fs.IntVar(&b.MaxAdmissionsInFlight, "webhook-max-in-flight", b.MaxAdmissionsInFlight, "admissions decided at once; more are answered 429 with Retry-After")
-	fs.Var(byteQuantity{&b.MaxInFlightMemory}, "webhook-max-in-flight-memory", "estimated memory admissions in flight may hold together (a quantity, e.g. 48Mi); beyond it requests are answered 429")
-	fs.Var(byteQuantity{&b.MaxRequestBodyBytes}, "webhook-max-request-body-bytes", "largest admission request body (a quantity, e.g. 7Mi); larger ones are answered 413")
-	fs.IntVar(&b.Objects.MaxDepth, "webhook-max-object-depth", b.Objects.MaxDepth, "deepest nesting of objects and arrays in an admitted object")
-	fs.IntVar(&b.Objects.MaxContainers, "webhook-max-containers", b.Objects.MaxContainers, "most containers, init containers or ephemeral containers in an admitted pod template")
-	fs.IntVar(&b.Objects.MaxVolumes, "webhook-max-volumes", b.Objects.MaxVolumes, "most volumes in an admitted pod template")
-	fs.IntVar(&b.Objects.MaxEnv, "webhook-max-env", b.Objects.MaxEnv, "most env (or envFrom) entries of one container of an admitted pod template")
-	fs.IntVar(&b.Objects.MaxVolumeMounts, "webhook-max-volume-mounts", b.Objects.MaxVolumeMounts, "most volumeMounts of one container of an admitted pod template")
-	fs.Var(byteQuantity{&b.Objects.MaxPatchBytes}, "webhook-max-patch-bytes", "largest JSON patch the webhook answers with (a quantity, e.g. 1Mi)")
-	fs.StringVar(&b.ClientCAFile, "webhook-client-ca", b.ClientCAFile, "PEM file of CAs whose client certificates may call the webhook; empty lets any caller in. When set, probes are also served over HTTP on --probe-port")
-}
-
-// validate reports the first negative bound, naming its flag.
-func (b WebhookBounds) validate() error {
+// validateWebhookFlags reports the first negative bound among the flags
+// registerWebhookFlags sets, naming its flag; webhook.New checks the
+// rest (and these again, naming the Options field, for callers without
+// flags).
+func validateWebhookFlags(o webhook.Options) error {
 	for _, c := range []struct {
-		flag string
-		v    int64
+		field string
+		v     int64
 	}{
-		{"webhook-read-timeout", int64(b.ReadTimeout)},
-		{"webhook-max-connections", int64(b.MaxConnections)},
-		{"webhook-max-in-flight", int64(b.MaxAdmissionsInFlight)},
-		{"webhook-max-object-depth", int64(b.Objects.MaxDepth)},
-		{"webhook-max-containers", int64(b.Objects.MaxContainers)},
-		{"webhook-max-volumes", int64(b.Objects.MaxVolumes)},
-		{"webhook-max-env", int64(b.Objects.MaxEnv)},
-		{"webhook-max-volume-mounts", int64(b.Objects.MaxVolumeMounts)},
+		{"ReadTimeout", int64(o.ReadTimeout)},
+		{"MaxConnections", int64(o.MaxConnections)},
+		{"MaxAdmissionsInFlight", int64(o.MaxAdmissionsInFlight)},
+		{"ObjectLimits.MaxDepth", int64(o.ObjectLimits.MaxDepth)},
+		{"ObjectLimits.MaxContainers", int64(o.ObjectLimits.MaxContainers)},
+		{"ObjectLimits.MaxVolumes", int64(o.ObjectLimits.MaxVolumes)},
+		{"ObjectLimits.MaxEnv", int64(o.ObjectLimits.MaxEnv)},
+		{"ObjectLimits.MaxVolumeMounts", int64(o.ObjectLimits.MaxVolumeMounts)},
 	} {
 		if c.v < 0 {
-			return fmt.Errorf("--%s must not be negative", c.flag)
+			return fmt.Errorf("%s must not be negative", webhookFlagNames[c.field])
 		}
 	}
 	return nil
 }
 
-// withDefaults fills zero fields with DefaultWebhookBounds.
-func (b WebhookBounds) withDefaults() WebhookBounds {
-	d := DefaultWebhookBounds()
-	zero := func(v *int, def int) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	zero64 := func(v *int64, def int64) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	if b.ReadTimeout == 0 {
-		b.ReadTimeout = d.ReadTimeout
-	}
-	zero(&b.MaxConnections, d.MaxConnections)
-	zero(&b.MaxAdmissionsInFlight, d.MaxAdmissionsInFlight)
-	zero64(&b.MaxInFlightMemory, d.MaxInFlightMemory)
-	zero64(&b.MaxRequestBodyBytes, d.MaxRequestBodyBytes)
-	zero(&b.Objects.MaxDepth, d.Objects.MaxDepth)
-	zero(&b.Objects.MaxContainers, d.Objects.MaxContainers)
-	zero(&b.Objects.MaxVolumes, d.Objects.MaxVolumes)
-	zero(&b.Objects.MaxEnv, d.Objects.MaxEnv)
-	zero(&b.Objects.MaxVolumeMounts, d.Objects.MaxVolumeMounts)
-	zero64(&b.Objects.MaxPatchBytes, d.Objects.MaxPatchBytes)
-	return b
-}
-
-// apply sets the bounds on o.
-func (b WebhookBounds) apply(o *webhook.Options) {
-	o.ReadTimeout = b.ReadTimeout
-	o.MaxConnections = b.MaxConnections
-	o.MaxAdmissionsInFlight = b.MaxAdmissionsInFlight
-	o.MaxInFlightMemory = b.MaxInFlightMemory
-	o.MaxRequestBodyBytes = b.MaxRequestBodyBytes
-	o.ObjectLimits = b.Objects
-	o.ClientCAFile = b.ClientCAFile
+// applyWebhookFlags sets on o the fields the flags of Flags.Webhook cover.
+func applyWebhookFlags(o *webhook.Options, f webhook.Options) {
+	o.ReadTimeout = f.ReadTimeout
+	o.MaxConnections = f.MaxConnections
+	o.MaxAdmissionsInFlight = f.MaxAdmissionsInFlight
+	o.MaxInFlightMemory = f.MaxInFlightMemory
+	o.MaxRequestBodyBytes = f.MaxRequestBodyBytes
+	o.ObjectLimits = f.ObjectLimits
+	o.ClientCAFile = f.ClientCAFile
 }
 
 // byteQuantity is a flag.Value of a byte count written as a Kubernetes

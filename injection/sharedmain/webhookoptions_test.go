@@ -19,7 +19,7 @@ func TestWebhookOptionsFromTheContextAreKept(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	ctx := webhook.WithOptions(context.Background(), webhook.Options{ServiceName: "githubbinding-webhook", SecretName: "githubbinding-certs", Port: 9443})
 	f := DefaultFlags()
-	got := webhook.GetOptions(withWebhookOptions(ctx, f, zap.New(core)))
+	got := webhookOptions(ctx, f, zap.New(core))
 	if diff := cmp.Diff([]any{"githubbinding-webhook", "githubbinding-certs", f.WebhookPort}, []any{got.ServiceName, got.SecretName, got.Port}); diff != "" {
 		t.Errorf("ServiceName, SecretName, Port (-want +got):\n%s", diff)
 	}
