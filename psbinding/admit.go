@@ -161,7 +161,7 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	limits := webhook.ObjectLimitsFrom(ctx)
 	meta, err := decodeObjectMeta(ctx, req.Object.Raw, limits.MaxDepth)
 	if err != nil {
-		return decodeRefusal(fmt.Sprintf("%s %s/%s: decode metadata", gk, req.Namespace, req.Name), nil, err)
+		return decodeRefusal(ctx, fmt.Sprintf("%s %s/%s: decode metadata", gk, req.Namespace, req.Name), nil, err)
 	}
 	if meta.Labels[ExcludeLabel] == "true" {
 		// The configuration's object selector keeps such objects away; this
@@ -179,14 +179,14 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 
 	shape := a.shapes.For(gk)
 	before, err := shape.DecodeChecked(req.Object.Raw, limits.MaxDepth, func(st duck.ObjectStats) error {
-		if err := checkObjectLimits(shape, st, limits); err != nil {
+		if err := checkObjectLimits(ctx, shape, st, limits); err != nil {
 			return err
 		}
 		// Decoding (with its slices' growth) and the copy Do works on.
 		return webhook.Reserve(ctx, st.DecodedBytes+st.DecodedBytes/2)
 	})
 	if err != nil {
-		return decodeRefusal(fmt.Sprintf("%s %s/%s", gk, req.Namespace, name), bindings, err)
+		return decodeRefusal(ctx, fmt.Sprintf("%s %s/%s", gk, req.Namespace, name), bindings, err)
 	}
 	var small [4]application // most requests match few Bindings
 	apps := small[:0]
@@ -214,8 +214,8 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 	resp := webhook.PatchResponse(ops)
 	if n := int64(len(resp.Patch)); n > limits.MaxPatchBytes {
-		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %s %s/%s: patch of %d bytes exceeds the limit of %d bytes (--webhook-max-patch-bytes)",
-			bindingNames(bindings), gk, req.Namespace, name, n, limits.MaxPatchBytes))
+		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %s %s/%s: patch of %d bytes exceeds the limit of %d bytes (%s)",
+			bindingNames(bindings), gk, req.Namespace, name, n, limits.MaxPatchBytes, webhook.SettingNameFrom(ctx, "ObjectLimits.MaxPatchBytes")))
 	}
 	return resp
 }
@@ -227,25 +227,25 @@ func (e *limitError) Error() string { return e.msg }
 
 // checkObjectLimits compares what Scan counted with the limits. The
 // message is built only for an object beyond one.
-func checkObjectLimits(shape duck.Shape, st duck.ObjectStats, l webhook.ObjectLimits) error {
+func checkObjectLimits(ctx context.Context, shape duck.Shape, st duck.ObjectStats, l webhook.ObjectLimits) error {
 	var (
 		what     string
 		n, limit int
-		flag     string
+		field    string
 	)
 	switch {
 	case st.Containers > l.MaxContainers:
-		what, n, limit, flag = "containers", st.Containers, l.MaxContainers, "max-containers"
+		what, n, limit, field = "containers", st.Containers, l.MaxContainers, "MaxContainers"
 	case st.InitContainers > l.MaxContainers:
-		what, n, limit, flag = "initContainers", st.InitContainers, l.MaxContainers, "max-containers"
+		what, n, limit, field = "initContainers", st.InitContainers, l.MaxContainers, "MaxContainers"
 	case st.EphemeralContainers > l.MaxContainers:
-		what, n, limit, flag = "ephemeralContainers", st.EphemeralContainers, l.MaxContainers, "max-containers"
+		what, n, limit, field = "ephemeralContainers", st.EphemeralContainers, l.MaxContainers, "MaxContainers"
 	case st.Volumes > l.MaxVolumes:
-		what, n, limit, flag = "volumes", st.Volumes, l.MaxVolumes, "max-volumes"
+		what, n, limit, field = "volumes", st.Volumes, l.MaxVolumes, "MaxVolumes"
 	case st.MaxEnv > l.MaxEnv:
-		what, n, limit, flag = "env", st.MaxEnv, l.MaxEnv, "max-env"
+		what, n, limit, field = "env", st.MaxEnv, l.MaxEnv, "MaxEnv"
 	case st.MaxVolumeMounts > l.MaxVolumeMounts:
-		what, n, limit, flag = "volumeMounts", st.MaxVolumeMounts, l.MaxVolumeMounts, "max-volume-mounts"
+		what, n, limit, field = "volumeMounts", st.MaxVolumeMounts, l.MaxVolumeMounts, "MaxVolumeMounts"
 	default:
 		return nil
 	}
@@ -261,13 +261,13 @@ func checkObjectLimits(shape duck.Shape, st duck.ObjectStats, l webhook.ObjectLi
 	default:
 		what = spec + "." + what
 	}
-	return &limitError{fmt.Sprintf("%s has %d entries, more than the webhook's limit of %d (--webhook-%s)", what, n, limit, flag)}
+	return &limitError{fmt.Sprintf("%s has %d entries, more than the webhook's limit of %d (%s)", what, n, limit, webhook.SettingNameFrom(ctx, "ObjectLimits."+field))}
 }
 
 // decodeRefusal answers an object that did not decode: allowed unchanged
 // with a warning when it has no pod template, refused otherwise with the
 // code that fits the reason.
-func decodeRefusal(object string, bindings []Bindable, err error) *admissionv1.AdmissionResponse {
+func decodeRefusal(ctx context.Context, object string, bindings []Bindable, err error) *admissionv1.AdmissionResponse {
 	var limit *limitError
 	switch {
 	case errors.Is(err, duck.ErrNoPodTemplate):
@@ -281,7 +281,7 @@ func decodeRefusal(object string, bindings []Bindable, err error) *admissionv1.A
 	case errors.As(err, &limit), errors.Is(err, webhook.ErrOverBudget):
 		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %w", object, err))
 	case errors.Is(err, duck.ErrTooDeep):
-		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %w (--webhook-max-object-depth)", object, err))
+		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %w (%s)", object, err, webhook.SettingNameFrom(ctx, "ObjectLimits.MaxDepth")))
 	}
 	return webhook.Errored(http.StatusBadRequest, fmt.Errorf("%s: %w", object, err))
 }

@@ -166,25 +166,25 @@ func TestAdmit(t *testing.T) {
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":{"name":"web"},"spec":{"template":{"spec":{"containers":[{},{},{}]}}}}`))
 		},
-		want: decision{Code: 413, Message: "Deployment.apps ns/web: spec.template.spec.containers has 3 entries, more than the webhook's limit of 2 (--webhook-max-containers)"},
+		want: decision{Code: 413, Message: "Deployment.apps ns/web: spec.template.spec.containers has 3 entries, more than the webhook's limit of 2 (Options.ObjectLimits.MaxContainers)"},
 	}, {
 		name: "more env than the limit is a 413 naming it",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":{"name":"web"},"spec":{"template":{"spec":{"initContainers":[{"env":[{},{},{},{}]}]}}}}`))
 		},
-		want: decision{Code: 413, Message: "Deployment.apps ns/web: the env or envFrom of a container of spec.template.spec has 4 entries, more than the webhook's limit of 3 (--webhook-max-env)"},
+		want: decision{Code: 413, Message: "Deployment.apps ns/web: the env or envFrom of a container of spec.template.spec has 4 entries, more than the webhook's limit of 3 (Options.ObjectLimits.MaxEnv)"},
 	}, {
 		name: "deeper than the limit is a 413 naming it",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "web", []byte(`{"metadata":{"name":"web"},"x":[[[[[[[[[[]]]]]]]]]]}`))
 		},
-		want: decision{Code: 413, Message: "Deployment.apps ns/web: decode spec.template workload: at offset 40: JSON nested too deep: more than 10 levels (--webhook-max-object-depth)"},
+		want: decision{Code: 413, Message: "Deployment.apps ns/web: decode spec.template workload: at offset 40: JSON nested too deep: more than 10 levels (Options.ObjectLimits.MaxDepth)"},
 	}, {
 		name: "a patch larger than the limit is a 413 naming the bindings",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {
 			return deploymentRequest(admissionv1.Create, "ns", "big", deploymentJSON(t, "ns", "big", nil))
 		},
-		want: decision{Code: 413, Message: "binding ns/big: Deployment.apps ns/big: patch of 146 bytes exceeds the limit of 140 bytes (--webhook-max-patch-bytes)"},
+		want: decision{Code: 413, Message: "binding ns/big: Deployment.apps ns/big: patch of 146 bytes exceeds the limit of 140 bytes (Options.ObjectLimits.MaxPatchBytes)"},
 	}, {
 		name: "a BindableContext error denies and names the binding",
 		req: func(t *testing.T) *admissionv1.AdmissionRequest {

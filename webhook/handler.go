@@ -120,7 +120,7 @@ const retryAfterSeconds = "1"
 // serveAdmission answers one AdmissionReview for rt.
 func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *route) {
 	start := time.Now()
-	st := &requestState{limits: &s.opts.ObjectLimits, budget: s.budget}
+	st := &requestState{limits: &s.opts.ObjectLimits, names: s.opts.SettingNames, budget: s.budget}
 	defer st.release()
 
 	ctx := r.Context()

@@ -107,6 +107,7 @@ const maxJSONDepth = 10000
 // controller: the limits and the request's share of the memory budget.
 type requestState struct {
 	limits   *ObjectLimits
+	names    map[string]string
 	budget   *memoryBudget
 	reserved atomic.Int64
 	// untouched is set by Untouched: the controller left the request
@@ -133,6 +134,19 @@ func ObjectLimitsFrom(ctx context.Context) ObjectLimits {
 		return *st.limits
 	}
 	return DefaultObjectLimits()
+}
+
+// SettingNameFrom names an Options field (as Options.SettingName does,
+// for example "ObjectLimits.MaxPatchBytes") the way the server handling
+// the request behind ctx names it, so a controller's refusal names the
+// setting its user changes (through sharedmain, the flag); outside a
+// server it is "Options.<field>".
+func SettingNameFrom(ctx context.Context, field string) string {
+	var o Options
+	if st := stateFrom(ctx); st != nil {
+		o.SettingNames = st.names
+	}
+	return o.SettingName(field)
 }
 
 // WithObjectLimits returns a copy of ctx carrying limits, as the contexts
