@@ -303,6 +303,15 @@ func (h *Harness) Namespace(prefix string) string {
 // Secret github-token.
 func (h *Harness) Binding(ns, name, selects, subjectNS string) {
 	h.T.Helper()
+	if err := h.CreateBinding(ns, name, selects, subjectNS); err != nil {
+		h.T.Fatal(err)
+	}
+}
+
+// CreateBinding is Binding returning the create's error instead of
+// failing the test, for creates the kube-apiserver may refuse (the
+// namespace guard refuses a subject in another namespace).
+func (h *Harness) CreateBinding(ns, name, selects, subjectNS string) error {
 	subject := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
 		"selector": map[string]any{"matchLabels": map[string]any{"app": selects}}}
 	if subjectNS != "" {
@@ -315,11 +324,12 @@ func (h *Harness) Binding(ns, name, selects, subjectNS string) {
 	}}
 	created, err := h.Dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(ns).Create(context.Background(), b, metav1.CreateOptions{})
 	if err != nil {
-		h.T.Fatalf("create GithubBinding %s/%s: %v", ns, name, err)
+		return fmt.Errorf("create GithubBinding %s/%s: %w", ns, name, err)
 	}
 	h.mu.Lock()
 	h.bindings = append(h.bindings, created)
 	h.mu.Unlock()
+	return nil
 }
 
 // DeleteBinding deletes a GithubBinding and waits until it is gone.
