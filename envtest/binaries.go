@@ -80,10 +80,13 @@ func Binaries() []string {
 	return []string{apiServerBinary, controllerManagerBinary, schedulerBinary, etcdBinary}
 }
 
-// BuildCommand is the command that builds the control plane of every
-// supported minor into the user cache directory (CacheDir), from the Go
-// module proxy, run from a module that requires bindkit.
-const BuildCommand = "go run github.com/bindkit/bindkit/cmd/bindkit controlplane"
+// BuildCommand is the command that puts the newest minor's control plane
+// into the user cache directory (CacheDir), run from a module that lists
+// bindkit as a tool (as `bindkit new` makes it): it uses binaries of that
+// minor already on the machine (KUBEBUILDER_ASSETS, setup-envtest's
+// directory) and builds the rest from the Go module proxy. Add -minor 1.36
+// for another minor, -minor all for every one.
+const BuildCommand = "go tool bindkit controlplane"
 
 // CacheDir returns where `bindkit controlplane` puts the binaries of
 // release, and where Start looks for them when neither Options.BinDir nor
@@ -129,7 +132,11 @@ func resolveBinDir(dir, minor string, names []string) (string, error) {
 	if dir == "" {
 		dir = os.Getenv(BinDirEnv)
 	}
-	howToBuild := fmt.Sprintf("build them with `%s` (once: about 6 minutes a minor on 2 cores), or set %s", BuildCommand, BinDirEnv)
+	build := BuildCommand
+	if minor != NewestMinor {
+		build += " -minor " + minor
+	}
+	howToBuild := fmt.Sprintf("build them with `%s` (once: about 10 minutes on 2 cores), or set %s", build, BinDirEnv)
 	switch {
 	case dir != "" && minor != NewestMinor:
 		dir = filepath.Join(dir, "v"+minor)

@@ -4,16 +4,21 @@
 //
 // # The binaries
 //
-// etcd, kube-apiserver and kube-controller-manager are built from the Go
-// module proxy, once, by one command run in a module that lists bindkit as
-// a tool (as one `bindkit new` makes does; elsewhere `go run
+// etcd, kube-apiserver, kube-controller-manager and kube-scheduler come
+// from one command run in a module that lists bindkit as a tool (as one
+// `bindkit new` makes does; elsewhere `go run
 // github.com/bindkit/bindkit/cmd/bindkit controlplane` is the same):
 //
 //	go tool bindkit controlplane
 //
-// It builds every supported minor (Releases) into the user cache directory
-// (CacheDir, e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3
-// on Linux), printing its progress, and returns at once when they are
+// It puts the newest supported minor (-minor 1.36 for another, -minor all
+// for every one of Releases) into the user cache directory (CacheDir, e.g.
+// ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3 on Linux):
+// binaries of that minor already on the machine, in $KUBEBUILDER_ASSETS or
+// setup-envtest's directory (controller-runtime's etcd and kube-apiserver),
+// are used after a version check and named; the rest is built from the Go
+// module proxy with progress output and an estimate of how long it takes.
+// It returns at once when the binaries are
 // there. Start looks there by default. BINDKIT_BIN_DIR points elsewhere, to
 // a directory with the newest minor's binaries and a subdirectory per older
 // minor (v1.36): bindkit's repository builds its bin/ that way with `make

@@ -30,22 +30,36 @@ import (
 //go:embed controlplane
 var buildModules embed.FS
 
-// controlPlanePackages are the packages one `go build` builds in a build
-// module, so the packages they share are compiled once.
-var controlPlanePackages = []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kube-scheduler", "./etcd"}
+// binaryPackages maps each control-plane executable to the package (in the
+// build module) that builds it, so a build can make only what is missing.
+var binaryPackages = map[string]string{
+	"kube-apiserver":          "k8s.io/kubernetes/cmd/kube-apiserver",
+	"kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+	"kube-scheduler":          "k8s.io/kubernetes/cmd/kube-scheduler",
+	"etcd":                    "./etcd",
+}
+
+// allMinors is the -minor value that builds every supported minor.
+const allMinors = "all"
 
 func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
-	minor := fs.String("minor", "", "build only this Kubernetes `minor` (one of "+strings.Join(envtest.SupportedMinors(), ", ")+"); default every one")
+	minor := fs.String("minor", envtest.NewestMinor, "the Kubernetes `minor` to build (one of "+strings.Join(envtest.SupportedMinors(), ", ")+"), or "+allMinors+" for every one")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: bindkit controlplane [flags]
 
-Builds etcd, kube-apiserver, kube-controller-manager and kube-scheduler of
-every Kubernetes minor bindkit supports from the Go module proxy, with
-progress output, into the user cache directory where package envtest looks for them (envtest.CacheDir,
-e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3 on Linux).
-A minor whose binaries are there is not built again. A first build takes about
-6 minutes a minor on 2 idle cores.
+Puts etcd, kube-apiserver, kube-controller-manager and kube-scheduler of the
+newest Kubernetes minor bindkit supports (-minor for another, -minor all for
+every one) into the user cache directory where package envtest looks for them
+(envtest.CacheDir, e.g. ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3
+on Linux).
+
+Binaries already on the machine are used when their minor fits: those in
+$KUBEBUILDER_ASSETS and in setup-envtest's directory (controller-runtime's
+envtest ships etcd and kube-apiserver there). What is still missing is
+built from the Go module proxy, with progress output: a first build of all
+four takes about 6 to 10 minutes on 2 idle cores, downloads included. A
+minor whose binaries are in the cache is not built again.
 
 Flags:`)
 		fs.PrintDefaults()
@@ -58,7 +72,7 @@ Flags:`)
 		return errUsage
 	}
 	releases := envtest.Releases()
-	if *minor != "" {
+	if *minor != allMinors {
 		r, err := envtest.ReleaseOf(*minor)
 		if err != nil {
 			return err
@@ -74,23 +88,36 @@ Flags:`)
 			fmt.Fprintf(stdout, "Kubernetes %s and etcd %s are in %s\n", r.Kubernetes, r.Etcd, dir)
 			continue
 		}
-		if err := buildControlPlane(ctx, r, dir, stdout); err != nil {
+		if err := adoptBinaries(ctx, r, dir, existingBinaryDirs(), stdout); err != nil {
+			return fmt.Errorf("Kubernetes %s: %w", r.Kubernetes, err)
+		}
+		missing := missingBinaries(dir)
+		if len(missing) == 0 {
+			fmt.Fprintf(stdout, "Kubernetes %s: nothing to build; the binaries are in %s\n", r.Minor, dir)
+			continue
+		}
+		if err := buildControlPlane(ctx, r, dir, missing, stdout); err != nil {
 			return fmt.Errorf("building Kubernetes %s into %s: %w", r.Kubernetes, dir, err)
 		}
 	}
 	return nil
 }
 
-// missingBinaries returns the control-plane executables dir lacks.
+// missingBinaries returns the control-plane executables dir lacks, in
+// envtest.Binaries' order.
 func missingBinaries(dir string) []string {
 	var missing []string
 	for _, name := range envtest.Binaries() {
-		info, err := os.Stat(filepath.Join(dir, name))
-		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+		if !isExecutable(filepath.Join(dir, name)) {
 			missing = append(missing, name)
 		}
 	}
 	return missing
+}
+
+func isExecutable(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && !info.IsDir() && info.Mode()&0o111 != 0
 }
 
 // writeBuildModule writes release's build module into dir.
@@ -115,10 +142,11 @@ func writeBuildModule(r envtest.Release, dir string) error {
 	return nil
 }
 
-// buildControlPlane builds release's binaries into dir: in a build module
-// beside it, into a staging directory renamed to dir at the end, so an
-// interrupted build leaves no half set that Start would take for whole.
-func buildControlPlane(ctx context.Context, r envtest.Release, dir string, stdout io.Writer) error {
+// buildControlPlane builds release's executables named in missing into
+// dir: in a build module beside it, into a staging directory whose files
+// are renamed into dir at the end, so an interrupted build leaves no
+// half-written executable that Start would take for whole.
+func buildControlPlane(ctx context.Context, r envtest.Release, dir string, missing []string, stdout io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
@@ -135,14 +163,20 @@ func buildControlPlane(ctx context.Context, r envtest.Release, dir string, stdou
 	if err != nil {
 		return err
 	}
-	total, err := countPackages(ctx, module)
+	packages := make([]string, 0, len(missing))
+	for _, name := range missing {
+		packages = append(packages, binaryPackages[name])
+	}
+	// One go build of every package, so the packages they share are
+	// compiled once.
+	total, err := countPackages(ctx, module, packages)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "building Kubernetes %s (kube-apiserver, kube-controller-manager) and etcd %s into %s\n", r.Kubernetes, r.Etcd, dir)
-	fmt.Fprintf(stdout, "  %d packages; a first build takes about 6 minutes on 2 idle cores, later ones reuse the Go build cache\n", total)
+	fmt.Fprintf(stdout, "building %s of Kubernetes %s (etcd %s) into %s\n", strings.Join(missing, ", "), r.Kubernetes, r.Etcd, dir)
+	fmt.Fprintf(stdout, "  %d packages; a first build takes about %s, later ones reuse the Go build cache\n", total, buildEstimate(missing))
 	args := []string{"build", "-v", "-ldflags", "-s -w" + versionStamp(r.Kubernetes, released), "-o", staging + string(filepath.Separator)}
-	cmd := exec.CommandContext(ctx, "go", append(args, controlPlanePackages...)...)
+	cmd := exec.CommandContext(ctx, "go", append(args, packages...)...)
 	cmd.Dir = module
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
 	out, err := cmd.StderrPipe()
@@ -158,14 +192,18 @@ func buildControlPlane(ctx context.Context, r envtest.Release, dir string, stdou
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, messages.Bytes())
 	}
-	if missing := missingBinaries(staging); len(missing) > 0 {
-		return fmt.Errorf("go build made no %s", strings.Join(missing, ", "))
-	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.Rename(staging, dir); err != nil {
-		return err
+	for _, name := range missing {
+		if !isExecutable(filepath.Join(staging, name)) {
+			return fmt.Errorf("go build made no %s", name)
+		}
+	}
+	for _, name := range missing {
+		if err := os.Rename(filepath.Join(staging, name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "built Kubernetes %s into %s in %s\n", r.Kubernetes, dir, time.Since(start).Round(time.Second))
 	return nil
@@ -220,8 +258,8 @@ func releaseTime(ctx context.Context, module string) (time.Time, error) {
 }
 
 // countPackages returns how many packages the build compiles, for progress.
-func countPackages(ctx context.Context, module string) (int, error) {
-	out, err := goIn(ctx, module, append([]string{"list", "-deps"}, controlPlanePackages...)...)
+func countPackages(ctx context.Context, module string, packages []string) (int, error) {
+	out, err := goIn(ctx, module, append([]string{"list", "-deps"}, packages...)...)
 	if err != nil {
 		return 0, err
 	}

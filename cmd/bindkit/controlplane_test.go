@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,10 +77,16 @@ func TestBuildModuleBuildsTheRelease(t *testing.T) {
 	}
 }
 
-func TestControlPlaneBuildsNothingWhenThere(t *testing.T) {
+// fakeCache points the user cache (and setup-envtest's store) at empty
+// temporary directories and puts stub executables for releases into the
+// cache.
+func fakeCache(t *testing.T, releases ...envtest.Release) {
+	t.Helper()
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("HOME", t.TempDir())
-	for _, r := range envtest.Releases() {
+	t.Setenv(kubebuilderAssetsEnv, "")
+	for _, r := range releases {
 		dir, err := envtest.CacheDir(r)
 		if err != nil {
 			t.Fatal(err)
@@ -93,12 +100,99 @@ func TestControlPlaneBuildsNothingWhenThere(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestControlPlaneBuildsNothingWhenThere: with every minor's binaries in
+// the cache, neither the default (the newest minor) nor -minor all builds
+// anything, and the default speaks only of the newest minor.
+func TestControlPlaneBuildsNothingWhenThere(t *testing.T) {
+	fakeCache(t, envtest.Releases()...)
+	tests := []struct {
+		args []string
+		want []envtest.Release
+	}{
+		{args: []string{"controlplane"}, want: envtest.Releases()[:1]},
+		{args: []string{"controlplane", "-minor", "all"}, want: envtest.Releases()},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), tt.args, &stdout, &stderr); err != nil {
+			t.Fatalf("bindkit %s: %v\n%s", strings.Join(tt.args, " "), err, stderr.Bytes())
+		}
+		for _, r := range envtest.Releases() {
+			want := "Kubernetes " + r.Kubernetes + " and etcd " + r.Etcd + " are in "
+			if got := strings.Contains(stdout.String(), want); got != slices.Contains(tt.want, r) {
+				t.Errorf("bindkit %s: output mentions %s: %v, want %v:\n%s", strings.Join(tt.args, " "), r.Minor, got, !got, stdout.String())
+			}
+		}
+	}
+}
+
+// TestControlPlaneUsesKubebuilderAssets: a KUBEBUILDER_ASSETS directory
+// holding the binaries of the newest minor (those built here) makes
+// `bindkit controlplane` build nothing and say which binaries it used.
+func TestControlPlaneUsesKubebuilderAssets(t *testing.T) {
+	assets := os.Getenv(envtest.BinDirEnv)
+	if assets == "" || len(missingBinaries(assets)) > 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s=%q lacks the newest minor's binaries (make tools)", envtest.BinDirEnv, assets)
+		}
+		t.Skipf("no built binaries in %s=%q (make tools)", envtest.BinDirEnv, assets)
+	}
+	fakeCache(t)
+	t.Setenv(kubebuilderAssetsEnv, assets)
 	var stdout, stderr bytes.Buffer
 	if err := run(t.Context(), []string{"controlplane"}, &stdout, &stderr); err != nil {
 		t.Fatalf("bindkit controlplane: %v\n%s", err, stderr.Bytes())
 	}
-	for _, r := range envtest.Releases() {
-		if want := "Kubernetes " + r.Kubernetes + " and etcd " + r.Etcd + " are in "; !strings.Contains(stdout.String(), want) {
+	r := envtest.Releases()[0]
+	if want := "Kubernetes " + r.Minor + ": nothing to build"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, stdout.String())
+	}
+	for _, name := range envtest.Binaries() {
+		if want := "using " + filepath.Join(assets, name) + " (version "; !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	dir, err := envtest.CacheDir(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := missingBinaries(dir); len(missing) > 0 {
+		t.Errorf("cache %s lacks %v after adopting %s", dir, missing, assets)
+	}
+}
+
+// TestAdoptSkipsBinariesOfAnotherMinor: a binary reporting another minor,
+// or no version, is named and not used.
+func TestAdoptSkipsBinariesOfAnotherMinor(t *testing.T) {
+	assets, cache := t.TempDir(), t.TempDir()
+	scripts := map[string]string{
+		"kube-apiserver":          "echo Kubernetes v1.30.1",
+		"kube-controller-manager": "echo nonsense",
+		"kube-scheduler":          "echo Kubernetes v1.37.0",
+		"etcd":                    "echo etcd Version: 3.4.0",
+	}
+	for name, script := range scripts {
+		if err := os.WriteFile(filepath.Join(assets, name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := envtest.Release{Minor: "1.37", Kubernetes: "v1.37.2", Etcd: "v3.7.3"}
+	var stdout bytes.Buffer
+	if err := adoptBinaries(t.Context(), r, cache, []string{assets}, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"kube-apiserver", "kube-controller-manager", "etcd"}, missingBinaries(cache)); diff != "" {
+		t.Errorf("binaries still missing after adopting (-want +got):\n%s\n%s", diff, stdout.String())
+	}
+	for _, want := range []string{
+		"version 1.30.1 does not fit Kubernetes 1.37",
+		"kube-controller-manager --version printed no version",
+		"version 3.4.0 does not fit",
+		"kube-scheduler (version 1.37.0) for Kubernetes 1.37",
+	} {
+		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
 	}

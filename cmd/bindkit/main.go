@@ -38,7 +38,7 @@ func commands() []command {
 	return []command{
 		{"new", "create a Binding module: type, wiring, generated code and YAML, tests", runNew},
 		{"generate", "generate deep copies and CRDs with controller-gen " + ControllerToolsVersion, runGenerate},
-		{"controlplane", "build etcd, kube-apiserver and kube-controller-manager into the user cache", runControlPlane},
+		{"controlplane", "put the newest minor's control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) into the user cache, using binaries already on the machine", runControlPlane},
 	}
 }
 
