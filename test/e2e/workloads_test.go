@@ -313,6 +313,7 @@ func TestBindingRollsPods(t *testing.T) {
 				t.Fatalf("delete GithubBinding: %v", err)
 			}
 			after := waitRolledOut(t, kube, w, ns, name, false)
+			t.Logf("pods before the Binding %v, bound %v, after its delete %v", podNames(before), podNames(boundPods), podNames(after))
 			if overlap := sharedUIDs(boundPods, after); len(overlap) > 0 {
 				t.Errorf("bound pods %v still run after the Binding's delete", overlap)
 			}
@@ -326,6 +327,14 @@ func sharedUIDs(a, b []corev1.Pod) []string {
 		if slices.ContainsFunc(b, func(q corev1.Pod) bool { return q.UID == p.UID }) {
 			out = append(out, p.Name)
 		}
+	}
+	return out
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name+"@"+p.Spec.NodeName)
 	}
 	return out
 }
