@@ -32,6 +32,8 @@ func TestBuildModulesAreTheToolsModules(t *testing.T) {
 			{"controlplane/" + minor + "/go.mod.txt", filepath.Join(toolsModule(minor), "go.mod")},
 			{"controlplane/" + minor + "/go.sum.txt", filepath.Join(toolsModule(minor), "go.sum")},
 			{"controlplane/etcd.go.txt", filepath.Join(toolsModule(envtest.NewestMinor), "etcd", "main.go")},
+			{"controlplane/kwok/go.mod.txt", filepath.Join(toolsModule(envtest.NewestMinor), "kwok", "go.mod")},
+			{"controlplane/kwok/go.sum.txt", filepath.Join(toolsModule(envtest.NewestMinor), "kwok", "go.sum")},
 		} {
 			want, err := os.ReadFile(f.tools)
 			if err != nil {
