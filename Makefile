@@ -19,6 +19,12 @@ OLDER_BIN   := $(BIN)/v$(OLDER_MINOR)
 NEWEST_INPUTS := $(TOOLS)/go.mod $(TOOLS)/go.sum $(TOOLS)/etcd/main.go $(BUILD_CONTROL_PLANE)
 OLDER_INPUTS  := $(OLDER_TOOLS)/go.mod $(OLDER_TOOLS)/go.sum $(OLDER_TOOLS)/etcd/main.go $(BUILD_CONTROL_PLANE)
 
+# kwok simulates nodes and pods for envtest's Workloads option. Its module
+# (hack/tools/kwok) is its own, since kwok's Kubernetes libraries are of
+# their own minor; one binary in bin/ serves every minor's apiserver.
+KWOK_TOOLS := $(TOOLS)/kwok
+KWOK       := $(BIN)/kwok
+
 NEWEST_BINS   := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd
 OLDER_BINS    := $(OLDER_BIN)/kube-apiserver $(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/kube-scheduler $(OLDER_BIN)/etcd
 
@@ -27,7 +33,7 @@ export BINDKIT_BIN_DIR := $(BIN)
 .PHONY: demo test tools vet unit
 
 ## demo: run the githubbinding walkthrough on a local control plane.
-demo: $(NEWEST_BINS)
+demo: $(NEWEST_BINS) $(KWOK)
 	$(GO) run ./hack/demo
 
 # The packages whose tests start a control plane (they import test/testenv,
@@ -49,9 +55,13 @@ test: tools vet
 	@echo "integration tests against Kubernetes $(OLDER_MINOR):"
 	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(CONTROL_PLANE_PKGS)
 
-## tools: build kube-apiserver, kube-controller-manager and etcd of both minors
-## (first time: about 6 minutes for 1.37 and 4.5 for 1.36 on 2 idle cores).
-tools: $(NEWEST_BINS) $(OLDER_BINS)
+## tools: build kube-apiserver, kube-controller-manager, kube-scheduler and
+## etcd of both minors, and kwok (first time: about 6 minutes for 1.37, 4.5
+## for 1.36 and 2 for kwok on 2 cores).
+tools: $(NEWEST_BINS) $(OLDER_BINS) $(KWOK)
+
+$(KWOK): $(KWOK_TOOLS)/go.mod $(KWOK_TOOLS)/go.sum
+	cd $(KWOK_TOOLS) && $(GO) build -ldflags "-s -w" -o $(KWOK) sigs.k8s.io/kwok/cmd/kwok
 
 $(BIN)/kube-apiserver: $(NEWEST_INPUTS)
 	$(BUILD_CONTROL_PLANE) $(TOOLS) $(BIN)

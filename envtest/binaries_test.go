@@ -70,3 +70,39 @@ func TestCacheDirIsPerRelease(t *testing.T) {
 		t.Errorf("CacheDir = %s, want it under %s", a, filepath.Join(base, "bindkit"))
 	}
 }
+
+// TestKwokIsTheToolsModules: envtest.Kwok names the kwok that hack/tools/kwok
+// builds into bin/.
+func TestKwokIsTheToolsModules(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "hack", "tools", "kwok", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := requirement(t, data, "sigs.k8s.io/kwok"); got != envtest.Kwok {
+		t.Errorf("hack/tools/kwok builds kwok %s, envtest.Kwok = %s", got, envtest.Kwok)
+	}
+}
+
+// TestKwokStagesNameTheFailures: the stages shipped for Workloads select
+// pods by the annotation and image the package documents, and a pod without
+// them by their absence.
+func TestKwokStagesNameTheFailures(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("kwok", "stages.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		selector string
+		want     int
+	}{
+		// the annotation's crash-loop stage, the image's (which leaves
+		// annotated pods to the first) and pod-ready
+		{`.metadata.annotations["` + envtest.FailPodAnnotation + `"]`, 3},
+		// the image's crash-loop stage and pod-ready
+		{`values: ["` + envtest.FailingImage + `"]`, 2},
+	} {
+		if n := strings.Count(string(data), tc.selector); n != tc.want {
+			t.Errorf("stages.yaml has %d selectors on %s, want %d", n, tc.selector, tc.want)
+		}
+	}
+}

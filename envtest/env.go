@@ -47,6 +47,20 @@ type Options struct {
 	// Controllers are the kube-controller-manager controllers to run when
 	// ControllerManager is set. Default: DefaultControllers.
 	Controllers []string
+	// Workloads makes workloads run as in a cluster without containers: it
+	// implies ControllerManager, adds WorkloadControllers to Controllers, and
+	// also runs kube-scheduler and kwok (sigs.k8s.io/kwok) with Nodes fake
+	// nodes, so that the pods of Deployments, StatefulSets, DaemonSets, Jobs
+	// and CronJobs are scheduled and become Running and Ready (Jobs' pods
+	// then succeed), and the workloads' status moves. A pod with
+	// FailPodAnnotation, or a container of FailingImage, runs but never
+	// becomes Ready (CrashLoopBackOff). kwok is looked for beside the
+	// minor's binaries, then in BinDir itself: one build serves every minor.
+	Workloads bool
+	// Nodes is how many fake nodes Workloads creates (named kwok-node-0,
+	// kwok-node-1, ...; each with KwokNodeAnnotation and room for any pod).
+	// Default: 2.
+	Nodes int
 	// CRDPaths are YAML files of CustomResourceDefinitions to install, and
 	// wait for, before Start returns.
 	CRDPaths []string
@@ -88,8 +102,8 @@ type Environment struct {
 	// Version is what the kube-apiserver reports at /version.
 	Version version.Info
 
-	etcd, apiserver, controllerManager *process
-	stopGrace                          time.Duration
+	etcd, apiserver, controllerManager, scheduler, kwok *process
+	stopGrace                                           time.Duration
 }
 
 const (
@@ -115,22 +129,41 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Nodes < 0 {
+		return nil, errNoNodes
+	}
 	names := []string{etcdBinary, apiServerBinary}
+	if opts.Workloads {
+		opts.ControllerManager = true
+		if opts.Nodes == 0 {
+			opts.Nodes = defaultNodes
+		}
+		names = append(names, schedulerBinary)
+	}
 	if opts.ControllerManager {
 		names = append(names, controllerManagerBinary)
 		if len(opts.Controllers) == 0 {
 			opts.Controllers = DefaultControllers()
+		}
+		if opts.Workloads {
+			opts.Controllers = withWorkloadControllers(opts.Controllers)
 		}
 	}
 	binDir, err := resolveBinDir(opts.BinDir, minor, names)
 	if err != nil {
 		return nil, err
 	}
+	var kwokPath string
+	if opts.Workloads {
+		if kwokPath, err = resolveKwok(binDir); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 
 	for attempt := 1; ; attempt++ {
-		env, err := start(ctx, binDir, minor, opts)
+		env, err := start(ctx, binDir, kwokPath, minor, opts)
 		if err == nil {
 			return env, nil
 		}
@@ -141,7 +174,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 }
 
-func start(ctx context.Context, binDir, minor string, opts Options) (_ *Environment, err error) {
+func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_ *Environment, err error) {
 	dir, err := os.MkdirTemp("", "bindkit-envtest-")
 	if err != nil {
 		return nil, fmt.Errorf("create temp dir: %w", err)
@@ -155,11 +188,12 @@ func start(ctx context.Context, binDir, minor string, opts Options) (_ *Environm
 		}
 	}()
 
-	ports, err := freePorts(4)
+	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err
 	}
 	etcdClient, etcdPeer, apiPort, controllerManagerPort := ports[0], ports[1], ports[2], ports[3]
+	schedulerPort, kwokPort := ports[4], ports[5]
 
 	progress(opts.Progress, "starting etcd on 127.0.0.1:%d", etcdClient)
 	if env.etcd, err = startEtcd(binDir, dir, etcdClient, etcdPeer); err != nil {
@@ -214,6 +248,16 @@ func start(ctx context.Context, binDir, minor string, opts Options) (_ *Environm
 			return nil, err
 		}
 	}
+	if opts.Workloads {
+		progress(opts.Progress, "starting kube-scheduler on 127.0.0.1:%d", schedulerPort)
+		if err := env.startScheduler(ctx, binDir, files, schedulerPort); err != nil {
+			return nil, err
+		}
+		progress(opts.Progress, "starting kwok on 127.0.0.1:%d with %d fake nodes", kwokPort, opts.Nodes)
+		if err := env.startKwok(ctx, kwokPath, kwokPort, opts.Nodes); err != nil {
+			return nil, err
+		}
+	}
 	if len(opts.CRDPaths) > 0 {
 		progress(opts.Progress, "installing %d CRD file(s)", len(opts.CRDPaths))
 		if err := env.InstallCRDs(ctx, opts.CRDPaths...); err != nil {
@@ -224,11 +268,11 @@ func start(ctx context.Context, binDir, minor string, opts Options) (_ *Environm
 	return env, nil
 }
 
-// Stop ends kube-controller-manager, kube-apiserver, then etcd, and removes
-// Dir. It is safe to call more than once.
+// Stop ends kwok, kube-scheduler, kube-controller-manager, kube-apiserver,
+// then etcd, and removes Dir. It is safe to call more than once.
 func (e *Environment) Stop() error {
 	var errs []error
-	for _, p := range []*process{e.controllerManager, e.apiserver, e.etcd} {
+	for _, p := range []*process{e.kwok, e.scheduler, e.controllerManager, e.apiserver, e.etcd} {
 		if p != nil {
 			errs = append(errs, p.stop(e.stopGrace))
 		}
@@ -239,12 +283,15 @@ func (e *Environment) Stop() error {
 	return errors.Join(errs...)
 }
 
-// PIDs returns the process IDs of etcd, kube-apiserver and, if it runs,
-// kube-controller-manager, for callers that check nothing outlives Stop.
+// PIDs returns the process IDs of etcd, kube-apiserver and, those that
+// run, kube-controller-manager, kube-scheduler and kwok, for callers that
+// check nothing outlives Stop.
 func (e *Environment) PIDs() []int {
 	pids := []int{e.etcd.pid(), e.apiserver.pid()}
-	if e.controllerManager != nil {
-		pids = append(pids, e.controllerManager.pid())
+	for _, p := range []*process{e.controllerManager, e.scheduler, e.kwok} {
+		if p != nil {
+			pids = append(pids, p.pid())
+		}
 	}
 	return pids
 }

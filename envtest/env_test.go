@@ -15,7 +15,8 @@ import (
 )
 
 // TestStartStopWithRealControlPlaneLeavesNothingBehind starts a second,
-// private control plane, with and without kube-controller-manager, and checks
+// private control plane, with and without kube-controller-manager (and with
+// workloads: kube-scheduler and kwok too), and checks
 // that it runs the minor asked for and that Stop ends every process, frees
 // the ports and removes the directory.
 func TestStartStopWithRealControlPlaneLeavesNothingBehind(t *testing.T) {
@@ -24,6 +25,7 @@ func TestStartStopWithRealControlPlaneLeavesNothingBehind(t *testing.T) {
 	tests := []struct {
 		name              string
 		controllerManager bool
+		workloads         bool
 		wantProcesses     int
 		wantLogs          []string
 	}{{
@@ -35,10 +37,15 @@ func TestStartStopWithRealControlPlaneLeavesNothingBehind(t *testing.T) {
 		controllerManager: true,
 		wantProcesses:     3,
 		wantLogs:          []string{"kubeconfig", "etcd.log", "kube-apiserver.log", "kube-controller-manager.log"},
+	}, {
+		name:          "with workloads",
+		workloads:     true,
+		wantProcesses: 5,
+		wantLogs:      []string{"kubeconfig", "etcd.log", "kube-apiserver.log", "kube-controller-manager.log", "kube-scheduler.log", "kwok.log", "kwok.yaml"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env, err := envtest.Start(context.Background(), envtest.Options{ControllerManager: tc.controllerManager})
+			env, err := envtest.Start(context.Background(), envtest.Options{ControllerManager: tc.controllerManager, Workloads: tc.workloads})
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}

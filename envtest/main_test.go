@@ -23,5 +23,5 @@ func TestMain(m *testing.M) {
 			os.Setenv(envtest.BinDirEnv, dir)
 		}
 	}
-	controlPlane.Main(m)
+	envtest.Main(m, &controlPlane, &workloadPlane)
 }

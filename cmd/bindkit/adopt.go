@@ -190,3 +190,31 @@ func buildEstimate(names []string) string {
 	total *= 2 / float64(max(runtime.NumCPU(), 1))
 	return fmt.Sprintf("%d minutes on %d cores", max(int(total+0.5), 1), runtime.NumCPU())
 }
+
+// adoptKwok copies kwok into dir, unless it is there, from the first of
+// candidates holding the version envtest.Kwok names, and says so; without
+// one, buildKwok builds it.
+func adoptKwok(ctx context.Context, dir string, candidates []string, stdout io.Writer) error {
+	if isExecutable(filepath.Join(dir, "kwok")) {
+		return nil
+	}
+	for _, from := range candidates {
+		path := filepath.Join(from, "kwok")
+		if !isExecutable(path) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+		cancel()
+		if err != nil || !strings.Contains(string(out), "kwok version "+envtest.Kwok+" ") {
+			fmt.Fprintf(stdout, "not using %s: not kwok %s (%q)\n", path, envtest.Kwok, strings.TrimSpace(string(out)))
+			continue
+		}
+		if err := copyExecutable(path, filepath.Join(dir, "kwok")); err != nil {
+			return fmt.Errorf("using %s: %w", path, err)
+		}
+		fmt.Fprintf(stdout, "using %s (kwok %s)\n", path, envtest.Kwok)
+		return nil
+	}
+	return nil
+}

@@ -33,6 +33,8 @@ func TestBuildModulesAreTheToolsModules(t *testing.T) {
 			{"controlplane/" + minor + "/go.mod.txt", filepath.Join(toolsModule(minor), "go.mod")},
 			{"controlplane/" + minor + "/go.sum.txt", filepath.Join(toolsModule(minor), "go.sum")},
 			{"controlplane/etcd.go.txt", filepath.Join(toolsModule(envtest.NewestMinor), "etcd", "main.go")},
+			{"controlplane/kwok/go.mod.txt", filepath.Join(toolsModule(envtest.NewestMinor), "kwok", "go.mod")},
+			{"controlplane/kwok/go.sum.txt", filepath.Join(toolsModule(envtest.NewestMinor), "kwok", "go.sum")},
 		} {
 			want, err := os.ReadFile(f.tools)
 			if err != nil {
@@ -94,7 +96,7 @@ func fakeCache(t *testing.T, releases ...envtest.Release) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range envtest.Binaries() {
+		for _, name := range append(envtest.Binaries(), "kwok") {
 			if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -129,11 +131,11 @@ func TestControlPlaneBuildsNothingWhenThere(t *testing.T) {
 }
 
 // TestControlPlaneUsesKubebuilderAssets: a KUBEBUILDER_ASSETS directory
-// holding the binaries of the newest minor (those built here) makes
+// holding the binaries of the newest minor and kwok (those built here) makes
 // `bindkit controlplane` build nothing and say which binaries it used.
 func TestControlPlaneUsesKubebuilderAssets(t *testing.T) {
 	assets := os.Getenv(envtest.BinDirEnv)
-	if assets == "" || len(missingBinaries(assets)) > 0 {
+	if assets == "" || len(missingBinaries(assets)) > 0 || !isExecutable(filepath.Join(assets, "kwok")) {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s=%q lacks the newest minor's binaries (make tools)", envtest.BinDirEnv, assets)
 		}
@@ -147,6 +149,9 @@ func TestControlPlaneUsesKubebuilderAssets(t *testing.T) {
 	}
 	r := envtest.Releases()[0]
 	if want := "Kubernetes " + r.Minor + ": nothing to build"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, stdout.String())
+	}
+	if want := "using " + filepath.Join(assets, "kwok") + " (kwok " + envtest.Kwok + ")"; !strings.Contains(stdout.String(), want) {
 		t.Errorf("output lacks %q:\n%s", want, stdout.String())
 	}
 	for _, name := range envtest.Binaries() {

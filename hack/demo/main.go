@@ -32,7 +32,7 @@ func run() error {
 	}
 	fmt.Println("==> starting etcd and kube-apiserver on 127.0.0.1 (binaries from bin/, built by make tools)")
 	start := time.Now()
-	env, err := testenv.Start(ctx, testenv.Options{CRDPaths: []string{demo.CRDPath}, Progress: indent{os.Stdout}})
+	env, err := testenv.Start(ctx, testenv.Options{CRDPaths: []string{demo.CRDPath}, Workloads: true, Progress: indent{os.Stdout}})
 	if err != nil {
 		return err
 	}

@@ -148,6 +148,9 @@ func (d *demo) walkthrough(ctx context.Context) error {
 	if err := d.printTemplate(ctx, "hello"); err != nil {
 		return err
 	}
+	if err := d.showPods(ctx, "hello", true); err != nil {
+		return err
+	}
 	if err := d.waitBindingReady(ctx); err != nil {
 		return err
 	}
@@ -199,7 +202,67 @@ func (d *demo) walkthrough(ctx context.Context) error {
 		return err
 	}
 	d.step("the Binding is gone and Deployment hello is unbound; its pod template is now:")
-	return d.printTemplate(ctx, "hello")
+	if err := d.printTemplate(ctx, "hello"); err != nil {
+		return err
+	}
+	return d.showPods(ctx, "hello", false)
+}
+
+// showPods waits until the Deployment's rollout is complete and its pods
+// run, Ready, with the binding or (wantBound false) without it, and prints
+// them: the control plane runs workloads (kube-scheduler and kwok's fake
+// nodes), so the pods of a bound Deployment are seen to change.
+func (d *demo) showPods(ctx context.Context, name string, wantBound bool) error {
+	var pods []corev1.Pod
+	if err := d.poll(ctx, fmt.Sprintf("pods of Deployment %s running bound=%v", name, wantBound), func(ctx context.Context) (string, error) {
+		dep, err := d.kube.AppsV1().Deployments(DemoNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error(), nil
+		}
+		want := int32(1)
+		if dep.Spec.Replicas != nil {
+			want = *dep.Spec.Replicas
+		}
+		s := dep.Status
+		if s.ObservedGeneration != dep.Generation || s.UpdatedReplicas != want || s.AvailableReplicas != want || s.Replicas != want {
+			return fmt.Sprintf("rollout in progress (%d updated, %d available of %d)", s.UpdatedReplicas, s.AvailableReplicas, want), nil
+		}
+		list, err := d.kube.CoreV1().Pods(DemoNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return err.Error(), nil
+		}
+		pods = list.Items
+		for _, p := range pods {
+			hasVolume := slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName })
+			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || hasVolume != wantBound || wantBound && !bound(&p.Spec) {
+				return fmt.Sprintf("pod %s: phase %s, binding volume %v", p.Name, p.Status.Phase, hasVolume), nil
+			}
+		}
+		if int32(len(pods)) != want {
+			return fmt.Sprintf("%d pods, want %d", len(pods), want), nil
+		}
+		return "", nil
+	}); err != nil {
+		return err
+	}
+	for _, p := range pods {
+		ready := "not Ready"
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = "Ready"
+			}
+		}
+		var volumes []string
+		for _, v := range p.Spec.Volumes {
+			volumes = append(volumes, v.Name)
+		}
+		with := "without the binding's volume"
+		if wantBound {
+			with = "with the binding's volume " + volumeName
+		}
+		d.step("pod %s is %s and %s on node %s, %s (volumes: %v)", p.Name, p.Status.Phase, ready, p.Spec.NodeName, with, volumes)
+	}
+	return nil
 }
 
 func deployment(name string) *appsv1.Deployment {

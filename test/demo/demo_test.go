@@ -10,7 +10,9 @@ import (
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
-var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{"../../" + demo.CRDPath}}}
+// The demo runs on a control plane with workloads, as `make demo` does, so
+// that it shows the bound Deployment's pods.
+var controlPlane = testenv.Shared{Options: testenv.Options{CRDPaths: []string{"../../" + demo.CRDPath}, Workloads: true}}
 
 func TestMain(m *testing.M) { controlPlane.Main(m) }
 
@@ -31,6 +33,8 @@ func TestGithubBindingEndToEndWithRealAPIServer(t *testing.T) {
 		"the reconciler bound Deployment hello",
 		"came back from its create already bound",
 		"Deployment hello is unbound",
+		"with the binding's volume github-binding (volumes: [github-binding])",
+		"without the binding's volume",
 		"controller stopped with SIGTERM and exited 0",
 	} {
 		if !strings.Contains(out.String(), want) {
