@@ -85,7 +85,7 @@ func (c *certSource) fromSecret() (*tls.Certificate, error) {
 	case errors.Is(e.err, errNoServingCert):
 		// The certificates reconciler writes a new CA before the serving
 		// certificate it signs, and the last good one serves meanwhile.
-		c.logger.Info("secret holds no serving certificate yet; serving the last good one", zap.String("secret", c.name), zap.String("resourceVersion", rv))
+		c.logger.Info("waiting for the secret to hold a serving certificate; serving the last good one meanwhile", zap.String("secret", c.name), zap.String("resourceVersion", rv))
 	case e.err != nil:
 		c.logger.Error("cannot serve certificate from secret", zap.String("secret", c.name), zap.String("resourceVersion", rv), zap.Error(e.err))
 	}
