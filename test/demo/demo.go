@@ -169,7 +169,7 @@ func (d *demo) walkthrough(ctx context.Context) error {
 		if err != nil {
 			return err.Error(), nil
 		}
-		if !bound(&got.Spec.Template.Spec) {
+		if !Bound(&got.Spec.Template.Spec) {
 			return "dry-run create not bound yet", nil
 		}
 		return "", nil
@@ -180,7 +180,7 @@ func (d *demo) walkthrough(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create deployment newcomer: %w", err)
 	}
-	if !bound(&created.Spec.Template.Spec) {
+	if !Bound(&created.Spec.Template.Spec) {
 		return errors.New("Deployment newcomer was created without the binding: admission did not bind it")
 	}
 	d.step("Deployment newcomer came back from its create already bound (volume %s)", volumeName)
@@ -234,7 +234,7 @@ func (d *demo) showPods(ctx context.Context, name string, wantBound bool) error 
 		pods = list.Items
 		for _, p := range pods {
 			hasVolume := slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName })
-			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || hasVolume != wantBound || wantBound && !bound(&p.Spec) {
+			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || hasVolume != wantBound || wantBound && !Bound(&p.Spec) {
 				return fmt.Sprintf("pod %s: phase %s, binding volume %v", p.Name, p.Status.Phase, hasVolume), nil
 			}
 		}
@@ -282,9 +282,10 @@ func deployment(name string) *appsv1.Deployment {
 	}
 }
 
-// bound reports whether spec carries the binding's volume and a mount of it
-// in every container and init container.
-func bound(spec *corev1.PodSpec) bool {
+// Bound reports whether spec carries the demo Binding's volume and a mount
+// of it in every container and init container (the e2e tests check pods
+// with it too).
+func Bound(spec *corev1.PodSpec) bool {
 	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName }) {
 		return false
 	}
@@ -304,7 +305,7 @@ func (d *demo) waitBound(ctx context.Context, name string, want bool) error {
 		}
 		spec := &got.Spec.Template.Spec
 		unbound := !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName })
-		if want && bound(spec) || !want && unbound {
+		if want && Bound(spec) || !want && unbound {
 			return "", nil
 		}
 		return "not yet", nil

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/bindkit/bindkit/test/demo"
 )
 
 // newNamespaceWithSecret makes a namespace for one test with the Secret a
@@ -79,7 +81,7 @@ func TestBarePodsBoundAtAdmission(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		if !bound(&got.Spec) {
+		if !demo.Bound(&got.Spec) {
 			return "dry-run create not bound yet"
 		}
 		return ""
@@ -110,8 +112,8 @@ func TestBarePodsBoundAtAdmission(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		if !podReady(p) || !bound(&p.Spec) {
-			return fmt.Sprintf("ready=%v bound=%v", podReady(p), bound(&p.Spec))
+		if !podReady(p) || !demo.Bound(&p.Spec) {
+			return fmt.Sprintf("ready=%v bound=%v", podReady(p), demo.Bound(&p.Spec))
 		}
 		return ""
 	})
@@ -127,10 +129,10 @@ func TestBarePodsBoundAtAdmission(t *testing.T) {
 		if err != nil || len(pods.Items) != 1 {
 			return fmt.Sprintf("pods of the job: %v", err)
 		}
-		if p := pods.Items[0]; !bound(&p.Spec) || p.Status.Phase != corev1.PodSucceeded {
-			return fmt.Sprintf("pod %s: bound=%v phase %s", p.Name, bound(&p.Spec), p.Status.Phase)
+		if p := pods.Items[0]; !demo.Bound(&p.Spec) || p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Sprintf("pod %s: bound=%v phase %s", p.Name, demo.Bound(&p.Spec), p.Status.Phase)
 		}
-		if bound(&j.Spec.Template.Spec) {
+		if demo.Bound(&j.Spec.Template.Spec) {
 			return "the Job's template is bound: the Binding names Pods, not Jobs"
 		}
 		return ""
@@ -173,7 +175,7 @@ func TestCronJobRunsBoundPods(t *testing.T) {
 			return err.Error()
 		}
 		template = c.Spec.JobTemplate.Spec.Template.Spec
-		if !bound(&template) {
+		if !demo.Bound(&template) {
 			return "template not bound yet"
 		}
 		return ""
@@ -184,7 +186,7 @@ func TestCronJobRunsBoundPods(t *testing.T) {
 			return err.Error()
 		}
 		for _, p := range pods.Items {
-			if bound(&p.Spec) && p.Status.Phase == corev1.PodSucceeded {
+			if demo.Bound(&p.Spec) && p.Status.Phase == corev1.PodSucceeded {
 				if d := drift(template, p.Spec); d != "" {
 					return fmt.Sprintf("pod %s differs from the template (-template +pod):\n%s", p.Name, d)
 				}

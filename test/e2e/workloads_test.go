@@ -165,20 +165,6 @@ func template(name string) corev1.PodTemplateSpec {
 	}
 }
 
-// bound reports whether spec carries the Binding's volume and its mount in
-// every container.
-func bound(spec *corev1.PodSpec) bool {
-	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName }) {
-		return false
-	}
-	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
-		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volumeName && m.MountPath == mountPath }) {
-			return false
-		}
-	}
-	return true
-}
-
 func unbound(spec *corev1.PodSpec) bool {
 	if slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName }) {
 		return false
@@ -225,7 +211,7 @@ func waitRolledOut(t *testing.T, kube kubernetes.Interface, w workload, ns, name
 			last = err.Error()
 			return false, nil
 		}
-		if b := bound(&tmpl.Spec); b != wantBound || (!wantBound && !unbound(&tmpl.Spec)) {
+		if b := demo.Bound(&tmpl.Spec); b != wantBound || (!wantBound && !unbound(&tmpl.Spec)) {
 			last = fmt.Sprintf("template bound=%v", b)
 			return false, nil
 		}
@@ -250,8 +236,8 @@ func waitRolledOut(t *testing.T, kube kubernetes.Interface, w workload, ns, name
 				last = "pod " + p.Name + " terminating"
 			case !podReady(p) || p.Spec.NodeName == "":
 				last = "pod " + p.Name + " not scheduled and Ready"
-			case wantBound && !bound(&p.Spec), !wantBound && !unbound(&p.Spec):
-				last = fmt.Sprintf("pod %s: bound=%v, want %v", p.Name, bound(&p.Spec), wantBound)
+			case wantBound && !demo.Bound(&p.Spec), !wantBound && !unbound(&p.Spec):
+				last = fmt.Sprintf("pod %s: bound=%v, want %v", p.Name, demo.Bound(&p.Spec), wantBound)
 			case drift(tmpl.Spec, p.Spec) != "":
 				last = fmt.Sprintf("pod %s differs from the template (-template +pod):\n%s", p.Name, drift(tmpl.Spec, p.Spec))
 			default:
