@@ -71,7 +71,8 @@ const crWebhookName = "cr.bench.bindkit.dev"
 // coarse: 5, 25, 100, 500 ms, ...; the mean is the figure to compare) and
 // webhook-calls/op, and the requests on deployments the kube-apiserver
 // served meanwhile by verb (post/op, put/op, patch/op, ...), whoever sent
-// them.
+// them, and the example controller's CPU time (controller-cpu-ms/op, 10 ms
+// ticks), whichever path runs.
 func BenchmarkAdmissionLatency(b *testing.B) {
 	rounds := 2
 	if v := os.Getenv(latencyRoundsEnv); v != "" {
@@ -146,6 +147,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 				var create, update []time.Duration
 				before := readAdmissionHistogram(b, kube, p.webhook)
 				requestsBefore := readRequestCounts(b, kube)
+				ctrlCPU := ctrl.cpu()
 				for b.Loop() {
 					d := fixtures.RealisticDeployment(p.ns, fmt.Sprintf("d-%05d", next[p.ns]))
 					next[p.ns]++
@@ -167,6 +169,9 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 					}
 				}
 				h := readAdmissionHistogram(b, kube, p.webhook).sub(before)
+				// The example controller's CPU meanwhile, whichever path:
+				// on shared cores it is taken from the kube-apiserver's.
+				b.ReportMetric(float64((ctrl.cpu()-ctrlCPU).Microseconds())/1000/float64(b.N), "controller-cpu-ms/op")
 				// Every request on deployments the kube-apiserver served
 				// meanwhile, the benchmark's two included: what the
 				// controller sends on its own shows up here.
