@@ -117,9 +117,31 @@ const firstBodyChunk = 4 << 10
 // the requests in flight to finish, short beside a webhook's timeout.
 const retryAfterSeconds = "1"
 
-// serveAdmission answers one AdmissionReview for rt.
+// answered is what the answer to one AdmissionReview tells the observer:
+// the request (nil when none could be decoded), the outcome, whether the
+// request was a dry run and the length of the patch sent.
+type answered struct {
+	req        *admissionv1.AdmissionRequest
+	outcome    Outcome
+	dryRun     bool
+	patchBytes int
+}
+
+// serveAdmission answers one AdmissionReview for rt and observes it: a
+// decorator of answer, so that every answer is observed exactly once,
+// whichever step ended it, and no step has to remember to.
 func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *route) {
 	start := time.Now()
+	a := s.answer(w, r, rt, start)
+	rt.observe(start, a.req, a.outcome, a.dryRun, a.patchBytes)
+}
+
+// answer runs the steps of one admission: decode the review (charging the
+// memory budget as it goes), take a place among the admissions in flight,
+// wait for the controller's informers, decide (Admit), and write the
+// response. Each step that ends the request has written its HTTP answer
+// when answer returns.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start time.Time) answered {
 	st := &requestState{limits: &s.opts.ObjectLimits, names: s.opts.SettingNames, budget: s.budget}
 	defer st.release()
 
@@ -132,27 +154,19 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	}
 	review, rerr := s.decode(w, r, st, timeout)
 	if rerr != nil {
-		s.logger.Debug("rejected admission request", zap.String("path", r.URL.Path), zap.Int("code", rerr.code), zap.String("reason", rerr.msg))
-		rt.observe(start, nil, outcomeOfCode(rerr.code, OutcomeInvalid), false, 0)
-		switch rerr.code {
-		case http.StatusMethodNotAllowed:
-			w.Header().Set("Allow", http.MethodPost)
-		case http.StatusTooManyRequests:
-			w.Header().Set("Retry-After", retryAfterSeconds)
-		}
-		http.Error(w, rerr.msg, rerr.code)
-		return
+		s.refuse(w, r, rerr)
+		return answered{outcome: outcomeOfCode(rerr.code, OutcomeInvalid)}
 	}
 	req := review.Request
-	dryRun := req.DryRun != nil && *req.DryRun
+	a := answered{req: req, dryRun: req.DryRun != nil && *req.DryRun}
 	// Counted once the body is in: requests still arriving hold a
 	// connection and their share of the memory budget, not a decision's
 	// place.
 	if n := s.inFlight.Add(1); n > int64(s.opts.MaxAdmissionsInFlight) {
 		s.inFlight.Add(-1)
 		s.overloaded(w, r, fmt.Sprintf("webhook overloaded: %d admissions in flight, its limit (%s); retry", s.opts.MaxAdmissionsInFlight, s.opts.SettingName("MaxAdmissionsInFlight")))
-		rt.observe(start, req, OutcomeOverloaded, dryRun, 0)
-		return
+		a.outcome = OutcomeOverloaded
+		return a
 	}
 	defer s.inFlight.Add(-1)
 
@@ -160,39 +174,70 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 		msg := fmt.Sprintf("admission controller %s: informers have not synced", rt.ctrl.Path())
 		s.logger.Warn("admission before sync", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)))
 		http.Error(w, msg, http.StatusServiceUnavailable)
-		rt.observe(start, req, OutcomeErrored, dryRun, 0)
-		return
+		a.outcome = OutcomeErrored
+		return a
 	}
-	ctx = WithDryRun(withRequestState(ctx, st), dryRun)
+	ctx = WithDryRun(withRequestState(ctx, st), a.dryRun)
 
-	resp, panicked := s.admit(ctx, rt, req)
-	if panicked {
-		http.Error(w, fmt.Sprintf("admission controller %s panicked on %s %s; see the webhook's log", rt.ctrl.Path(), req.Kind.Kind, objectName(req)), http.StatusInternalServerError)
-		rt.observe(start, req, OutcomeErrored, dryRun, 0)
-		return
-	}
+	resp, outcome := s.decide(ctx, w, r, rt, req)
 	if resp == nil {
+		a.outcome = outcome
+		return a
+	}
+	var sent bool
+	a.outcome, a.patchBytes, sent = s.respond(w, r, rt, review, resp, st)
+	if sent {
+		s.logAdmission(rt, req, a.dryRun, resp, start)
+	}
+	return a
+}
+
+// refuse answers a request whose review was not decoded.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, rerr *reviewError) {
+	s.logger.Debug("rejected admission request", zap.String("path", r.URL.Path), zap.Int("code", rerr.code), zap.String("reason", rerr.msg))
+	switch rerr.code {
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", http.MethodPost)
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	http.Error(w, rerr.msg, rerr.code)
+}
+
+// decide runs the admission controller on req. A nil response means it
+// failed (panicked, returned none, or shed the request for load): the HTTP
+// answer is written and the outcome says which. With a response the
+// outcome is meaningless: respond decides it.
+func (s *Server) decide(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *route, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, Outcome) {
+	resp, panicked := s.admit(ctx, rt, req)
+	switch {
+	case panicked:
+		http.Error(w, fmt.Sprintf("admission controller %s panicked on %s %s; see the webhook's log", rt.ctrl.Path(), req.Kind.Kind, objectName(req)), http.StatusInternalServerError)
+		return nil, OutcomeErrored
+	case resp == nil:
 		s.logger.Error("admission controller returned no response", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)))
 		http.Error(w, fmt.Sprintf("admission controller %s returned no response", rt.ctrl.Path()), http.StatusInternalServerError)
-		rt.observe(start, req, OutcomeErrored, dryRun, 0)
-		return
-	}
-	if resp.Result != nil && resp.Result.Code == http.StatusTooManyRequests && !resp.Allowed {
+		return nil, OutcomeErrored
+	case resp.Result != nil && resp.Result.Code == http.StatusTooManyRequests && !resp.Allowed:
 		s.overloaded(w, r, resp.Result.Message)
-		rt.observe(start, req, OutcomeOverloaded, dryRun, 0)
-		return
+		return nil, OutcomeOverloaded
 	}
+	return resp, 0
+}
+
+// respond writes resp as the answer to review and returns the outcome, the
+// patch's length and whether resp was sent (an error answer otherwise).
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, rt *route, review *admissionv1.AdmissionReview, resp *admissionv1.AdmissionResponse, st *requestState) (Outcome, int, bool) {
+	req := review.Request
 	// The encoded answer holds the patch in base64 inside a buffer that
 	// grows while it is written.
 	if err := st.reserve(3*int64(len(resp.Patch)) + 4096); err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			http.Error(w, fmt.Sprintf("admission controller %s: answer: %v", rt.ctrl.Path(), err), http.StatusRequestEntityTooLarge)
-			rt.observe(start, req, OutcomeRefused, dryRun, 0)
-			return
+			return OutcomeRefused, 0, false
 		}
 		s.overloaded(w, r, err.Error())
-		rt.observe(start, req, OutcomeOverloaded, dryRun, 0)
-		return
+		return OutcomeOverloaded, 0, false
 	}
 	resp.UID = req.UID
 	if len(resp.Patch) > 0 && resp.PatchType == nil {
@@ -204,13 +249,15 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 	if err != nil {
 		s.logger.Error("encode AdmissionReview", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)), zap.Error(err))
 		http.Error(w, fmt.Sprintf("encode AdmissionReview response: %v", err), http.StatusInternalServerError)
-		rt.observe(start, req, OutcomeErrored, dryRun, 0)
-		return
+		return OutcomeErrored, 0, false
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
-	rt.observe(start, req, outcomeOf(resp, st.untouched.Load()), dryRun, len(resp.Patch))
+	return outcomeOf(resp, st.untouched.Load()), len(resp.Patch), true
+}
 
+// logAdmission logs an answered admission at debug level.
+func (s *Server) logAdmission(rt *route, req *admissionv1.AdmissionRequest, dryRun bool, resp *admissionv1.AdmissionResponse, start time.Time) {
 	if ce := s.logger.Check(zap.DebugLevel, "admission"); ce != nil {
 		ce.Write(
 			zap.String("path", rt.ctrl.Path()),
