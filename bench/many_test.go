@@ -216,7 +216,7 @@ func (mb *manyBench) bindkit(b *testing.B, n int) {
 			return err
 		})
 		if err == nil {
-			err = waitAllReady(ctx, bindings, n, 10*time.Minute, ctrl.exited)
+			err = waitAllReady(ctx, bindings, namespaces, 10*time.Minute, ctrl.exited)
 		}
 
 		b.StopTimer()
@@ -253,10 +253,16 @@ func (mb *manyBench) bindkit(b *testing.B, n int) {
 	m.report(b, n)
 }
 
-// waitAllReady polls the GithubBindings of every namespace until n of them
-// are Ready for their generation, the controller exits, or timeout.
-func waitAllReady(ctx context.Context, bindings dynamic.NamespaceableResourceInterface, n int, timeout time.Duration, exited func() error) error {
+// waitAllReady polls the GithubBindings until the one of each of
+// namespaces is Ready for its generation, the controller exits, or
+// timeout. Bindings of other namespaces (a failed run's) are not counted.
+func waitAllReady(ctx context.Context, bindings dynamic.NamespaceableResourceInterface, namespaces []string, timeout time.Duration, exited func() error) error {
 	deadline := time.Now().Add(timeout)
+	ours := make(map[string]bool, len(namespaces))
+	for _, ns := range namespaces {
+		ours[ns] = true
+	}
+	n := len(namespaces)
 	for {
 		list, err := bindings.List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -264,7 +270,7 @@ func waitAllReady(ctx context.Context, bindings dynamic.NamespaceableResourceInt
 		}
 		ready := 0
 		for i := range list.Items {
-			if bindingReady(&list.Items[i]) {
+			if ours[list.Items[i].GetNamespace()] && bindingReady(&list.Items[i]) {
 				ready++
 			}
 		}
