@@ -5,7 +5,12 @@
 // typed informer (BenchmarkSubjectCache10000); the webhook's round trip
 // against a bare TLS server and controller-runtime's webhook server
 // (BenchmarkRoundTrip); and the admission decision against knative.dev/pkg's
-// psbinding (BenchmarkAdmit). It is a module of its own so that the
+// psbinding (BenchmarkAdmit); a Deployment's create and update latency at
+// the kube-apiserver with no webhook, the example binary's and
+// controller-runtime's (BenchmarkAdmissionLatency); and many namespaces of
+// one selector Binding and 3 Deployments each through the example binary
+// against a client-go floor of the same writes (BenchmarkManyBindings). It
+// is a module of its own so that the
 // framework module never depends on knative or controller-runtime: only
 // these benchmarks do. Run them with `make bench` from the repository root;
 // RESULTS.md records the runs.
