@@ -138,7 +138,7 @@ func (p *process) main(ctx context.Context, ctors []Constructor) error {
 // fakes instead of a rest.Config.
 type clientsKey struct{}
 
-type newInjectionFunc func(ctx context.Context, opts ...injection.Option) (context.Context, *injection.InformerSet, error)
+type newInjectionFunc func(ctx context.Context, opts injection.Options) (context.Context, *injection.InformerSet, error)
 
 type process struct {
 	component string
@@ -177,7 +177,7 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	defer stopBase()
 	newInjection, ok := ctx.Value(clientsKey{}).(newInjectionFunc)
 	if !ok {
-		newInjection = func(ctx context.Context, opts ...injection.Option) (context.Context, *injection.InformerSet, error) {
+		newInjection = func(ctx context.Context, opts injection.Options) (context.Context, *injection.InformerSet, error) {
 			cfg, err := restConfig(p.flags)
 			if err != nil {
 				return nil, nil, err
@@ -185,10 +185,10 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 			// Writes that name no field manager (leases, events) are
 			// attributed to the user agent's first word: the component.
 			cfg.UserAgent = userAgent(p.component)
-			return injection.New(ctx, cfg, opts...)
+			return injection.New(ctx, cfg, opts)
 		}
 	}
-	ictx, informers, err := newInjection(base, injectionOptions(p.flags)...)
+	ictx, informers, err := newInjection(base, injectionOptions(p.flags))
 	if err != nil {
 		return err
 	}
