@@ -41,10 +41,10 @@ func ExampleReconciler() {
 		SecretName:  "webhook-certs",
 		Namespace:   "bindkit-system",
 		ServiceName: "bindkit-webhook",
-	}, certificates.WithEnqueueAfter(func(key string, d time.Duration) {
+	}, certificates.ReconcilerOptions{EnqueueAfter: func(key string, d time.Duration) {
 		// A controller would call its queue's AddAfter here.
 		fmt.Printf("run %s again in %v\n", key, d.Round(time.Hour))
-	}))
+	}})
 	if err != nil {
 		panic(err)
 	}

@@ -271,7 +271,7 @@ func TestObserveReportsOverdueCertificateOnce(t *testing.T) {
 	queue := &enqueued{}
 	clock := &fakeClock{now: t0}
 	client := fake.NewClientset(secret)
-	follower, err := NewReconciler(client, opts, WithClock(clock.Now), WithEnqueueAfter(queue.add), WithLogger(zap.New(core)))
+	follower, err := NewReconciler(client, opts, ReconcilerOptions{Clock: clock.Now, EnqueueAfter: queue.add, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}

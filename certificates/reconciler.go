@@ -51,74 +51,67 @@ type Reconciler struct {
 	lastWaiting string
 }
 
-// ReconcilerOption configures a Reconciler beyond its Options.
-type ReconcilerOption func(*Reconciler)
-
-// WithLister makes Reconcile read the Secret from an informer's lister
-// instead of a GET on every run. Writes always go to the API server.
-func WithLister(l corev1listers.SecretLister) ReconcilerOption {
-	return func(r *Reconciler) { r.lister = l }
+// ReconcilerOptions wire a Reconciler into its process: where it reads,
+// how it schedules itself, whom it waits for and tells. Zero fields take
+// the documented defaults; NewReconciler returns an error naming a field
+// set wrongly. The certificates' own settings are Options.
+type ReconcilerOptions struct {
+	// Lister makes Reconcile read the Secret from an informer's lister
+	// instead of a GET on every run. Writes always go to the API server.
+	// Default: nil, a GET on every run.
+	Lister corev1listers.SecretLister
+	// EnqueueAfter is the callback through which Reconcile schedules its
+	// next run: when the serving certificate or the CA is due for
+	// rotation, an old CA leaves the bundle, a Publisher is due to be
+	// checked again, or after RetryInterval when the run failed. Wire it to
+	// the controller's delayed enqueue. Default: nil, which schedules
+	// nothing, so rotation waits for the next event or resync.
+	EnqueueAfter func(key string, d time.Duration)
+	// Publishers are the Publishers of the CA bundle: the Reconciler signs
+	// a serving certificate under a CA only once every one of them carries
+	// that CA (see the package documentation for the whole order). Default:
+	// none, which signs at once, as for a server whose clients are given
+	// the bundle some other way. A nil Publisher is an error.
+	Publishers []Publisher
+	// Clock returns the current time, for tests. Default: time.Now.
+	Clock func() time.Time
+	// Logger logs what the Reconciler does. Keys and certificates are
+	// never logged; serial numbers and expiry times are. Default: none.
+	Logger *zap.Logger
+	// Observer is told the expiry of the certificates the Reconciler sees
+	// and every rotation it writes (see Observer). Default: none.
+	Observer Observer
+	// FieldManager names the Reconciler in the managedFields of the Secret
+	// it writes. Default: empty, which leaves the API server to name the
+	// client by its user agent.
+	FieldManager string
 }
 
-// WithEnqueueAfter gives the callback through which Reconcile schedules its
-// next run: when the serving certificate or the CA is due for rotation, an
-// old CA leaves the bundle, a Publisher is due to be checked again, or
-// after RetryInterval when the run failed. Wire it to the controller's
-// delayed enqueue. Without it nothing is scheduled and rotation waits for
-// the next event or resync.
-func WithEnqueueAfter(f func(key string, d time.Duration)) ReconcilerOption {
-	return func(r *Reconciler) { r.enqueueAfter = f }
-}
-
-// WithPublishers names the Publishers of the CA bundle: the Reconciler
-// signs a serving certificate under a CA only once every one of them
-// carries that CA (see the package documentation for the whole order).
-// Without Publishers it signs at once, as for a server whose clients are
-// given the bundle some other way.
-func WithPublishers(p ...Publisher) ReconcilerOption {
-	return func(r *Reconciler) { r.publishers = append(r.publishers, p...) }
-}
-
-// WithClock replaces time.Now, for tests.
-func WithClock(now func() time.Time) ReconcilerOption {
-	return func(r *Reconciler) { r.now = now }
-}
-
-// WithLogger sets the logger (default: none). Keys and certificates are never
-// logged; serial numbers and expiry times are.
-func WithLogger(l *zap.Logger) ReconcilerOption {
-	return func(r *Reconciler) { r.logger = l }
-}
-
-// WithObserver makes the Reconciler tell o the expiry of the
-// certificates it sees and every rotation it writes (see Observer).
-func WithObserver(o Observer) ReconcilerOption {
-	return func(r *Reconciler) { r.observer = o }
-}
-
-// WithFieldManager names the Reconciler in the managedFields of the
-// Secret it writes (default: none, which leaves the API server to name
-// the client by its user agent).
-func WithFieldManager(name string) ReconcilerOption {
-	return func(r *Reconciler) { r.fieldManager = name }
-}
-
-// NewReconciler returns a Reconciler for the Secret opts names. It starts no
-// goroutine. It fails when opts are incomplete or inconsistent.
-func NewReconciler(client kubernetes.Interface, opts Options, options ...ReconcilerOption) (*Reconciler, error) {
+// NewReconciler returns a Reconciler for the Secret opts names, wired by
+// ro. It starts no goroutine. It fails when opts are incomplete or
+// inconsistent, or ro names a nil Publisher.
+func NewReconciler(client kubernetes.Interface, opts Options, ro ReconcilerOptions) (*Reconciler, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	r := &Reconciler{
-		client: client,
-		opts:   opts,
-		key:    opts.Namespace + "/" + opts.SecretName,
-		now:    time.Now,
-		logger: zap.NewNop(),
+		client:       client,
+		opts:         opts,
+		key:          opts.Namespace + "/" + opts.SecretName,
+		lister:       ro.Lister,
+		enqueueAfter: ro.EnqueueAfter,
+		publishers:   slices.Clone(ro.Publishers),
+		now:          ro.Clock,
+		logger:       ro.Logger,
+		observer:     ro.Observer,
+		fieldManager: ro.FieldManager,
 	}
-	for _, o := range options {
-		o(r)
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.logger == nil {
+		r.logger = zap.NewNop()
 	}
 	for i, p := range r.publishers {
 		if p == nil {

@@ -84,7 +84,7 @@ func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture 
 func newFixtureWith(t *testing.T, opts Options, publishers []Publisher, objects ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{client: fake.NewClientset(objects...), clock: &fakeClock{now: t0}, queue: &enqueued{}, keys: DefaultDataKeys()}
-	r, err := NewReconciler(f.client, opts, WithClock(f.clock.Now), WithEnqueueAfter(f.queue.add), WithPublishers(publishers...))
+	r, err := NewReconciler(f.client, opts, ReconcilerOptions{Clock: f.clock.Now, EnqueueAfter: f.queue.add, Publishers: publishers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,11 +389,11 @@ func TestNewReconcilerRejectsBadOptions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := testOptions()
 			tt.mutate(&opts)
-			var ro []ReconcilerOption
+			var ro ReconcilerOptions
 			if tt.name == "nil publisher" {
-				ro = append(ro, WithPublishers(nil))
+				ro.Publishers = []Publisher{nil}
 			}
-			_, err := NewReconciler(fake.NewClientset(), opts, ro...)
+			_, err := NewReconciler(fake.NewClientset(), opts, ro)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("NewReconciler error = %v, want it to contain %q", err, tt.wantErr)
 			}

@@ -18,9 +18,9 @@
 // NewPermanentError(err) logs it and waits for a change to the object (an
 // informer event or resync enqueues it again), and any other error retries
 // it, without end, with per-key exponential backoff from DefaultBaseBackoff
-// up to DefaultMaxBackoff (WithMaxBackoff). A transient failure therefore
+// up to DefaultMaxBackoff (ControllerOptions.MaxBackoff). A transient failure therefore
 // never strands an object: once its cause is fixed, the key recovers within
-// one backoff step. WithMaxRetries restores a retry budget for a controller
+// one backoff step. ControllerOptions.MaxRetries restores a retry budget for a controller
 // that wants one.
 //
 // # Logging

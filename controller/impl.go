@@ -29,7 +29,7 @@ import (
 // made by NewPermanentError is logged and waits for a change to the object
 // (the next event or resync enqueues it again); any other error is retried
 // with per-key exponential backoff, capped (DefaultMaxBackoff) and without
-// end unless WithMaxRetries says otherwise. An error that wraps both a
+// end unless ControllerOptions.MaxRetries says otherwise. An error that wraps both a
 // permanent error and a requeue is treated as permanent. A panic is
 // recovered, logged with its stack and retried like an error: reconcilers
 // run Binding authors' code, and one bad object must not stop the process.
@@ -79,45 +79,47 @@ const (
 // Demote cancelled: the replica lost its leadership while the reconcile ran.
 var ErrDemoted = errors.New("demoted: this replica is no longer leader")
 
-// Option changes a default of NewImpl.
-type Option func(*options)
+// NoRetries, as ControllerOptions.MaxRetries, drops a key at its first
+// failure: it is never retried.
+const NoRetries = -1
 
+// options are ControllerOptions' settings of the queue, with the defaults
+// applied.
 type options struct {
 	rateLimiter  workqueue.TypedRateLimiter[string]
-	maxBackoff   time.Duration
 	maxRetries   int // negative: no cap
 	drainTimeout time.Duration
 }
 
-// WithRateLimiter replaces the retry rate limiter. The default is per-key
-// exponential backoff from DefaultBaseBackoff doubling up to
-// DefaultMaxBackoff (WithMaxBackoff), with no limit over all keys: the
-// workers and the client's QPS bound the total. A rate limiter keeps per-key
-// state: give each Impl its own. It takes precedence over WithMaxBackoff.
-func WithRateLimiter(rl workqueue.TypedRateLimiter[string]) Option {
-	return func(o *options) { o.rateLimiter = rl }
-}
-
-// WithMaxBackoff sets the cap of the default rate limiter's backoff
-// (default DefaultMaxBackoff); zero or less keeps the default. It has no
-// effect with WithRateLimiter.
-func WithMaxBackoff(d time.Duration) Option {
-	return func(o *options) { o.maxBackoff = d }
-}
-
-// WithMaxRetries makes the Impl drop a key, with an error log, after it
-// failed n retries in a row; the key comes back with the next event or
-// resync. By default a failing key is retried without end. Zero means never
-// retry; a negative n restores the default.
-func WithMaxRetries(n int) Option {
-	return func(o *options) { o.maxRetries = n }
-}
-
-// WithDrainTimeout sets how long in-flight reconciles may run after Run's
-// context ends before their own context is cancelled (default
-// DefaultDrainTimeout). Run waits for them to return either way.
-func WithDrainTimeout(d time.Duration) Option {
-	return func(o *options) { o.drainTimeout = d }
+// withDefaults validates the queue settings of c and applies their
+// defaults.
+func (c ControllerOptions) withDefaults() (options, error) {
+	switch {
+	case c.MaxBackoff < 0:
+		return options{}, fmt.Errorf("controller %s: MaxBackoff %v is negative", c.WorkQueueName, c.MaxBackoff)
+	case c.DrainTimeout < 0:
+		return options{}, fmt.Errorf("controller %s: DrainTimeout %v is negative", c.WorkQueueName, c.DrainTimeout)
+	case c.MaxRetries < NoRetries:
+		return options{}, fmt.Errorf("controller %s: MaxRetries %d is below NoRetries (-1)", c.WorkQueueName, c.MaxRetries)
+	}
+	o := options{rateLimiter: c.RateLimiter, maxRetries: c.MaxRetries, drainTimeout: c.DrainTimeout}
+	switch c.MaxRetries {
+	case 0:
+		o.maxRetries = -1 // no cap
+	case NoRetries:
+		o.maxRetries = 0
+	}
+	if o.drainTimeout == 0 {
+		o.drainTimeout = DefaultDrainTimeout
+	}
+	if o.rateLimiter == nil {
+		maxBackoff := c.MaxBackoff
+		if maxBackoff == 0 {
+			maxBackoff = DefaultMaxBackoff
+		}
+		o.rateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultBaseBackoff, max(maxBackoff, DefaultBaseBackoff))
+	}
+	return o, nil
 }
 
 // Impl runs a Reconciler over a rate-limited work queue of keys. Build it
@@ -160,37 +162,44 @@ type Impl struct {
 	missed map[string]struct{}
 }
 
-// NewImpl returns an Impl that feeds keys to r. name identifies the
-// controller in logs and queue metrics; every log line the Impl writes, and
-// the logger it gives Reconcile, carry it as the "controller" field. A nil
-// logger logs nothing. NewImpl panics when r is nil.
-func NewImpl(r Reconciler, logger *zap.Logger, name string, opts ...Option) *Impl {
+// New returns an Impl that feeds keys to r, configured by opts (see
+// ControllerOptions; the zero value is the default), or an error naming
+// the field opts sets wrongly. opts.WorkQueueName identifies the
+// controller in logs and queue metrics; every log line the Impl writes,
+// and the logger it gives Reconcile, carry it as the "controller" field.
+// A nil opts.Logger logs nothing.
+func New(r Reconciler, opts ControllerOptions) (*Impl, error) {
 	if r == nil {
-		panic("controller.NewImpl: nil Reconciler for " + name)
+		return nil, fmt.Errorf("controller %s: nil Reconciler", opts.WorkQueueName)
 	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	o := options{maxRetries: -1, drainTimeout: DefaultDrainTimeout}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.maxBackoff <= 0 {
-		o.maxBackoff = DefaultMaxBackoff
-	}
-	if o.rateLimiter == nil {
-		o.rateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultBaseBackoff, max(o.maxBackoff, DefaultBaseBackoff))
-	}
 	aware, _ := r.(LeaderAware)
-	i := &Impl{
-		name:       name,
+	return &Impl{
+		name:       opts.WorkQueueName,
 		reconciler: r,
 		aware:      aware,
-		logger:     logger.With(zap.String("controller", name)),
+		logger:     logger.With(zap.String("controller", opts.WorkQueueName)),
 		opts:       o,
 		pending:    map[string]time.Time{},
+	}, nil
+}
+
+// NewImpl is New with the default queue settings, named name and logging
+// with logger (nil logs nothing). It keeps the shape knative-ported code
+// calls and returns no error, so it panics when r is nil (see MIGRATING.md).
+func NewImpl(r Reconciler, logger *zap.Logger, name string) *Impl {
+	impl, err := New(r, ControllerOptions{WorkQueueName: name, Logger: logger})
+	if err != nil {
+		panic("controller.NewImpl: " + err.Error())
 	}
-	return i
+	return impl
 }
 
 // Name returns the name given to NewImpl.
@@ -205,7 +214,7 @@ func (i *Impl) Reconciler() Reconciler { return i.reconciler }
 // blocks until ctx ends. Then it stops handing out keys (keys still queued
 // are dropped: the next process lists them again), waits for in-flight
 // reconciles to return and returns. Those reconciles keep a live context for
-// the drain timeout (WithDrainTimeout); if any outlives it, its context is
+// the drain timeout (ControllerOptions.DrainTimeout); if any outlives it, its context is
 // cancelled and Run, after it returns, reports an error.
 //
 // Run returns an error without doing anything when workers is below 1 or

@@ -100,7 +100,7 @@ func TestReconcileResults(t *testing.T) {
 		wantLog: append(slices.Repeat([]logLine{{zapcore.WarnLevel, "reconcile failed; will retry"}}, 40),
 			logLine{zapcore.DebugLevel, "reconcile succeeded"}),
 	}, {
-		name:       "WithMaxRetries caps retries, then the key is dropped",
+		name:       "MaxRetries caps retries, then the key is dropped",
 		maxRetries: 2,
 		results:    []error{boom, boom, boom, boom, boom},
 		last:       "reconcile failed; dropping key after retries",
@@ -133,7 +133,16 @@ func TestReconcileResults(t *testing.T) {
 			})
 			limiter := newCountingLimiter()
 			logger, logs := observed()
-			impl := controller.NewImpl(r, logger, "results", controller.WithRateLimiter(limiter), controller.WithMaxRetries(tt.maxRetries))
+			// tt.maxRetries counts retries, negative for no cap; in
+			// ControllerOptions, 0 is no cap and NoRetries is none.
+			maxRetries := tt.maxRetries
+			switch {
+			case maxRetries < 0:
+				maxRetries = 0
+			case maxRetries == 0:
+				maxRetries = controller.NoRetries
+			}
+			impl := mustNew(t, r, controller.ControllerOptions{Logger: logger, WorkQueueName: "results", RateLimiter: limiter, MaxRetries: maxRetries})
 			impl.EnqueueKey("default/x")
 			stop := run(t, impl, 1)
 			eventually(t, tt.last, hasMessage(logs, tt.last))
@@ -172,7 +181,7 @@ func TestLogLinesCarryReconcileID(t *testing.T) {
 		}
 		return nil
 	})
-	impl := controller.NewImpl(r, logger, "ids", controller.WithRateLimiter(newCountingLimiter()))
+	impl := mustNew(t, r, controller.ControllerOptions{Logger: logger, WorkQueueName: "ids", RateLimiter: newCountingLimiter()})
 	impl.EnqueueKey("ns/obj")
 	stop := run(t, impl, 1)
 	eventually(t, "success", hasMessage(logs, "reconcile succeeded"))
@@ -283,7 +292,7 @@ func TestRunCancelsReconcilesThatOutliveTheDrainTimeout(t *testing.T) {
 		gotErr = ctx.Err()
 		return ctx.Err()
 	})
-	impl := controller.NewImpl(r, nil, "stuck", controller.WithDrainTimeout(10*time.Millisecond))
+	impl := mustNew(t, r, controller.ControllerOptions{WorkQueueName: "stuck", DrainTimeout: 10 * time.Millisecond})
 	impl.EnqueueKey("ns/stuck")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -382,7 +391,7 @@ func TestReconcilePanicIsRetriedNotFatal(t *testing.T) {
 		}
 		return nil
 	})
-	impl := controller.NewImpl(r, logger, "panics", controller.WithRateLimiter(newCountingLimiter()))
+	impl := mustNew(t, r, controller.ControllerOptions{Logger: logger, WorkQueueName: "panics", RateLimiter: newCountingLimiter()})
 	impl.EnqueueKey("ns/bad")
 	impl.EnqueueKey("ns/good")
 	stop := run(t, impl, 1)
@@ -402,5 +411,34 @@ func TestReconcilePanicIsRetriedNotFatal(t *testing.T) {
 	}
 	if fields["key"] != "ns/bad" {
 		t.Errorf("panic line key = %v, want ns/bad", fields["key"])
+	}
+}
+
+// mustNew is controller.New failing the test on an error.
+func mustNew(t *testing.T, r controller.Reconciler, opts controller.ControllerOptions) *controller.Impl {
+	t.Helper()
+	impl, err := controller.New(r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return impl
+}
+
+func TestNewRejectsSettingsOutOfRange(t *testing.T) {
+	r := controller.ReconcilerFunc(func(context.Context, string) error { return nil })
+	for _, tt := range []struct {
+		opts  controller.ControllerOptions
+		field string
+	}{
+		{controller.ControllerOptions{MaxBackoff: -time.Second}, "MaxBackoff"},
+		{controller.ControllerOptions{DrainTimeout: -time.Second}, "DrainTimeout"},
+		{controller.ControllerOptions{MaxRetries: -2}, "MaxRetries"},
+	} {
+		if _, err := controller.New(r, tt.opts); err == nil || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("New(%+v) = error %v, want one naming %s", tt.opts, err, tt.field)
+		}
+	}
+	if _, err := controller.New(nil, controller.ControllerOptions{WorkQueueName: "nil"}); err == nil {
+		t.Errorf("New(nil reconciler) returned no error")
 	}
 }

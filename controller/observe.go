@@ -19,7 +19,7 @@ const (
 	// (NewRequeueAfter), which is not a failure.
 	OutcomeRequeue Outcome = "requeue"
 	// OutcomeError: Reconcile failed (or panicked); the key is retried
-	// with backoff, or dropped after WithMaxRetries.
+	// with backoff, or dropped after ControllerOptions.MaxRetries.
 	OutcomeError Outcome = "error"
 	// OutcomePermanent: Reconcile failed with NewPermanentError; the key
 	// waits for a change.

@@ -104,7 +104,7 @@ func TestObserverFromRunContext(t *testing.T) {
 		return nil
 	})
 	obs := &recordingObserver{}
-	impl := controller.NewImpl(r, nil, "observed", controller.WithMaxRetries(0))
+	impl := mustNew(t, r, controller.ControllerOptions{WorkQueueName: "observed", MaxRetries: controller.NoRetries})
 	for _, key := range []string{"ok", "requeue", "permanent", "flaky", "panic"} {
 		impl.EnqueueKey(key)
 	}
@@ -117,7 +117,7 @@ func TestObserverFromRunContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One worker takes keys in the order they were added. With no retry
-	// allowed (WithMaxRetries(0)), the failures are dropped.
+	// allowed (MaxRetries: NoRetries), the failures are dropped.
 	want := []controller.Outcome{controller.OutcomeSuccess, controller.OutcomeRequeue, controller.OutcomePermanent, controller.OutcomeError, controller.OutcomeError}
 	if diff := cmp.Diff(want, obs.get("observed")); diff != "" {
 		t.Errorf("outcomes (-want +got):\n%s", diff)

@@ -19,7 +19,7 @@ func TestDefaultBackoffSchedule(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
 		name   string
-		opts   []controller.Option
+		opts   controller.ControllerOptions
 		want   []time.Duration
 		capped time.Duration
 	}{{
@@ -31,19 +31,20 @@ func TestDefaultBackoffSchedule(t *testing.T) {
 		},
 		capped: time.Minute,
 	}, {
-		name:   "WithMaxBackoff",
-		opts:   []controller.Option{controller.WithMaxBackoff(30 * ms)},
+		name:   "MaxBackoff",
+		opts:   controller.ControllerOptions{MaxBackoff: 30 * ms},
 		want:   []time.Duration{5 * ms, 10 * ms, 20 * ms, 30 * ms, 30 * ms, 30 * ms},
 		capped: 30 * ms,
 	}, {
-		name:   "WithMaxBackoff of zero keeps the default",
-		opts:   []controller.Option{controller.WithMaxBackoff(0)},
+		name:   "MaxBackoff of zero keeps the default",
+		opts:   controller.ControllerOptions{MaxBackoff: 0},
 		want:   []time.Duration{5 * ms, 10 * ms, 20 * ms},
 		capped: time.Minute,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			impl := controller.NewImpl(controller.ReconcilerFunc(func(context.Context, string) error { return nil }), nil, "schedule", tt.opts...)
+			tt.opts.WorkQueueName = "schedule"
+			impl := mustNew(t, controller.ReconcilerFunc(func(context.Context, string) error { return nil }), tt.opts)
 			rl := impl.RateLimiter()
 			var got []time.Duration
 			for range tt.want {
@@ -90,7 +91,7 @@ func TestTransientFailureRecoversWithinOneBackoffStep(t *testing.T) {
 		}
 	})
 	logger, logs := observed()
-	impl := controller.NewImpl(r, logger, "forever", controller.WithMaxBackoff(capDelay))
+	impl := mustNew(t, r, controller.ControllerOptions{Logger: logger, WorkQueueName: "forever", MaxBackoff: capDelay})
 	impl.EnqueueKey("ns/x")
 	stop := run(t, impl, 1)
 	eventually(t, "40 failed attempts", func() bool { return c.count("ns/x") >= 40 })

@@ -65,26 +65,9 @@ plugins:
 // signs for commonName, all in PEM form.
 func newClientCert(commonName string) (caPEM, certPEM, keyPEM []byte, err error) {
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caKey, ca, caDER, err := newCA("bindkit-envtest-webhook-client-ca", "client CA", now)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("generate client CA key: %w", err)
-	}
-	caTemplate := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "bindkit-envtest-webhook-client-ca"},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("sign client CA certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("parse client CA certificate: %w", err)
+		return nil, nil, nil, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -26,26 +26,9 @@ type ServingCert struct {
 // hosts: each is an IP address or a DNS name.
 func NewServingCert(hosts ...string) (*ServingCert, error) {
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caKey, ca, caDER, err := newCA("bindkit-envtest-ca", "CA", now)
 	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
-	}
-	caTemplate := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "bindkit-envtest-ca"},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("sign CA certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA certificate: %w", err)
+		return nil, err
 	}
 
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -109,4 +92,32 @@ func serial() *big.Int {
 		panic(fmt.Sprintf("read random serial: %v", err))
 	}
 	return n
+}
+
+// newCA makes a CA named commonName, valid for a day from now, and returns
+// its key, certificate and DER form; what names it in errors (such as
+// "client CA").
+func newCA(commonName, what string, now time.Time) (*ecdsa.PrivateKey, *x509.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("generate %s key: %w", what, err)
+	}
+	template := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("sign %s certificate: %w", what, err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("parse %s certificate: %w", what, err)
+	}
+	return key, ca, der, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -146,7 +147,7 @@ func TestInformerAccessorsPanicWithoutInformerSet(t *testing.T) {
 func TestNewWithClientsFillsContext(t *testing.T) {
 	kube := kubefake.NewClientset()
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
-	ctx, set, err := injection.NewWithClients(t.Context(), injection.Clients{Kube: kube, Dynamic: dyn, Metadata: metadatafake.NewSimpleMetadataClient(runtime.NewScheme())})
+	ctx, set, err := injection.NewWithClients(t.Context(), injection.Clients{Kube: kube, Dynamic: dyn, Metadata: metadatafake.NewSimpleMetadataClient(runtime.NewScheme())}, injection.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,15 +172,20 @@ func TestNewWithClientsFillsContext(t *testing.T) {
 		t.Errorf("TryConfig reported a config although Clients.Config was nil")
 	}
 
-	_, _, err = injection.NewWithClients(t.Context(), injection.Clients{Kube: kube})
+	_, _, err = injection.NewWithClients(t.Context(), injection.Clients{Kube: kube}, injection.Options{})
 	if err == nil || !strings.Contains(err.Error(), "Dynamic, Metadata") {
 		t.Errorf("NewWithClients without dynamic and metadata clients: error %v, want one naming both", err)
+	}
+
+	_, _, err = injection.NewWithClients(t.Context(), injection.Clients{Kube: kube, Dynamic: dyn, Metadata: metadatafake.NewSimpleMetadataClient(runtime.NewScheme())}, injection.Options{ResyncPeriod: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "ResyncPeriod") {
+		t.Errorf("NewWithClients with a negative ResyncPeriod: error %v, want one naming ResyncPeriod", err)
 	}
 }
 
 func TestNew(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	ctx, set, err := injection.New(t.Context(), cfg)
+	ctx, set, err := injection.New(t.Context(), cfg, injection.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +205,11 @@ func TestNew(t *testing.T) {
 		}
 	}
 
-	if _, _, err := injection.New(t.Context(), nil); err == nil {
+	if _, _, err := injection.New(t.Context(), nil, injection.Options{}); err == nil {
 		t.Errorf("New(nil config) did not fail")
 	}
 	bad := &rest.Config{Host: "https://127.0.0.1:1", Username: "u", BearerToken: "t"}
-	if _, _, err := injection.New(t.Context(), bad); err == nil {
+	if _, _, err := injection.New(t.Context(), bad, injection.Options{}); err == nil {
 		t.Errorf("New with basic auth and a bearer token did not fail")
 	}
 }

@@ -32,7 +32,7 @@
 // TypedInformerFor[Widget](ctx, gvr)) and starts nothing; main then starts
 // all of them at once and waits for their caches, bounded by its context:
 //
-//	ctx, informers, err := injection.New(ctx, cfg)
+//	ctx, informers, err := injection.New(ctx, cfg, injection.Options{})
 //	impl := NewController(ctx, cmw)
 //	informers.Start(ctx)
 //	if err := informers.WaitForCacheSync(ctx); err != nil { ... }

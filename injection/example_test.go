@@ -31,7 +31,7 @@ func ExampleNew() {
 	// at a port where nothing listens, so the caches cannot sync and the
 	// wait below ends with its context.
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	ctx, informers, err := injection.New(context.Background(), cfg)
+	ctx, informers, err := injection.New(context.Background(), cfg, injection.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -71,13 +71,13 @@ type typedEntry struct {
 	started  bool
 }
 
-func newInformerSet(ctx context.Context, clients Clients, o *options) *InformerSet {
+func newInformerSet(ctx context.Context, clients Clients, o Options, logger *zap.Logger) *InformerSet {
 	life, cancel := context.WithCancel(ctx)
 	s := &InformerSet{
-		kube:    informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.resync, o.kubeOptions...),
+		kube:    informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.ResyncPeriod, o.KubeInformerOptions...),
 		dynamic: clients.Dynamic,
-		resync:  o.resync,
-		logger:  o.logger,
+		resync:  o.ResyncPeriod,
+		logger:  logger,
 		life:    life,
 		cancel:  cancel,
 		typed:   map[typedKey]*typedEntry{},
@@ -85,21 +85,21 @@ func newInformerSet(ctx context.Context, clients Clients, o *options) *InformerS
 		byName:  map[string]informers.SharedInformerFactory{},
 	}
 	s.kubeOf = func(namespace string) informers.SharedInformerFactory {
-		opts := append(slices.Clone(o.kubeOptions), informers.WithNamespace(namespace))
-		return informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.resync, opts...)
+		opts := append(slices.Clone(o.KubeInformerOptions), informers.WithNamespace(namespace))
+		return informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.ResyncPeriod, opts...)
 	}
 	s.named = func(name string) informers.SharedInformerFactory {
 		selector := fields.OneTermEqualSelector("metadata.name", name).String()
-		opts := append(slices.Clone(o.kubeOptions), informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		opts := append(slices.Clone(o.KubeInformerOptions), informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.FieldSelector = selector
 		}))
-		return informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.resync, opts...)
+		return informers.NewSharedInformerFactoryWithOptions(clients.Kube, o.ResyncPeriod, opts...)
 	}
 	s.duck = &duck.CachedInformerFactory{
 		Delegate: &duck.MetadataInformerFactory{
 			Client:       clients.Metadata,
 			Mapper:       clients.RESTMapper,
-			ResyncPeriod: o.resync,
+			ResyncPeriod: o.ResyncPeriod,
 		},
 		Stop: life.Done(),
 	}

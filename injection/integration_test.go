@@ -27,7 +27,7 @@ func TestNewWithRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, set, err := injection.New(t.Context(), env.Config)
+	ctx, set, err := injection.New(t.Context(), env.Config, injection.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

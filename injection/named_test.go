@@ -52,7 +52,7 @@ func TestNamedKubeInformerFactoryWithRealAPIServer(t *testing.T) {
 
 	limited := rest.CopyConfig(env.Config)
 	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
-	ictx, set, err := injection.New(ctx, limited)
+	ictx, set, err := injection.New(ctx, limited, injection.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -38,26 +37,26 @@ type Clients struct {
 	RESTMapper meta.RESTMapper
 }
 
-// Option changes how New and NewWithClients build the informers.
-type Option func(*options)
-
-type options struct {
-	resync      time.Duration
-	kubeOptions []informers.SharedInformerOption
-	logger      *zap.Logger
+// Options configure how New and NewWithClients build the informers. The
+// zero value is the default.
+type Options struct {
+	// ResyncPeriod is the resync period of every informer the set builds:
+	// the kube factory's, the typed and the duck ones. Default: 0, which
+	// turns resync off; controllers are expected to requeue what they need
+	// to. Negative is an error.
+	ResyncPeriod time.Duration
+	// KubeInformerOptions are passed to client-go's shared informer
+	// factory, e.g. informers.WithNamespace to watch one namespace only.
+	// Default: none.
+	KubeInformerOptions []informers.SharedInformerOption
 }
 
-// WithResyncPeriod sets the resync period of every informer the set builds:
-// the kube factory's, the typed and the duck ones. The default, 0, turns
-// resync off; controllers are expected to requeue what they need to.
-func WithResyncPeriod(d time.Duration) Option {
-	return func(o *options) { o.resync = d }
-}
-
-// WithKubeInformerOptions passes options to client-go's shared informer
-// factory, e.g. informers.WithNamespace to watch one namespace only.
-func WithKubeInformerOptions(opts ...informers.SharedInformerOption) Option {
-	return func(o *options) { o.kubeOptions = append(o.kubeOptions, opts...) }
+// validate returns an error naming the field opts sets wrongly.
+func (opts Options) validate() error {
+	if opts.ResyncPeriod < 0 {
+		return fmt.Errorf("injection: ResyncPeriod %v is negative", opts.ResyncPeriod)
+	}
+	return nil
 }
 
 // New builds the kube, dynamic and discovery clients from cfg, a RESTMapper
@@ -72,14 +71,17 @@ func WithKubeInformerOptions(opts ...informers.SharedInformerOption) Option {
 //
 // The intended order, for sharedmain as for a test:
 //
-//	ctx, set, err := injection.New(ctx, cfg)
+//	ctx, set, err := injection.New(ctx, cfg, injection.Options{})
 //	impl := NewController(ctx, cmw)   // requests informers, starts nothing
 //	set.Start(ctx)
 //	err = set.WaitForCacheSync(ctx)   // bounded by ctx
 //	impl.Run(ctx)
-func New(ctx context.Context, cfg *rest.Config, opts ...Option) (context.Context, *InformerSet, error) {
+func New(ctx context.Context, cfg *rest.Config, opts Options) (context.Context, *InformerSet, error) {
 	if cfg == nil {
 		return nil, nil, errors.New("injection: nil rest config")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, nil, err
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -93,12 +95,13 @@ func New(ctx context.Context, cfg *rest.Config, opts ...Option) (context.Context
 	if err != nil {
 		return nil, nil, fmt.Errorf("injection: metadata client for %s: %w", cfg.Host, err)
 	}
-	return NewWithClients(ctx, Clients{Config: cfg, Kube: kube, Dynamic: dyn, Metadata: md}, opts...)
+	return NewWithClients(ctx, Clients{Config: cfg, Kube: kube, Dynamic: dyn, Metadata: md}, opts)
 }
 
 // NewWithClients is New for clients that already exist, such as fakes. It
-// fails, naming the field, when Kube, Dynamic or Metadata is nil.
-func NewWithClients(ctx context.Context, clients Clients, opts ...Option) (context.Context, *InformerSet, error) {
+// fails, naming the field, when Kube, Dynamic or Metadata is nil or opts
+// is not valid.
+func NewWithClients(ctx context.Context, clients Clients, opts Options) (context.Context, *InformerSet, error) {
 	var missing []string
 	for name, ok := range map[string]bool{"Kube": clients.Kube != nil, "Dynamic": clients.Dynamic != nil, "Metadata": clients.Metadata != nil} {
 		if !ok {
@@ -109,14 +112,13 @@ func NewWithClients(ctx context.Context, clients Clients, opts ...Option) (conte
 		slices.Sort(missing)
 		return nil, nil, fmt.Errorf("injection: Clients needs %s", strings.Join(missing, ", "))
 	}
-	o := &options{logger: logging.FromContext(ctx)}
-	for _, opt := range opts {
-		opt(o)
+	if err := opts.validate(); err != nil {
+		return nil, nil, err
 	}
 	if clients.RESTMapper == nil {
 		clients.RESTMapper = duck.NewRESTMapper(clients.Kube.Discovery())
 	}
-	set := newInformerSet(ctx, clients, o)
+	set := newInformerSet(ctx, clients, opts, logging.FromContext(ctx))
 	if clients.Config != nil {
 		ctx = WithConfig(ctx, clients.Config)
 	}

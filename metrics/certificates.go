@@ -7,7 +7,7 @@ import (
 )
 
 // Certificates returns the certificates.Observer to build the webhook's
-// certificates reconciler with (certificates.WithObserver): it keeps the
+// certificates reconciler with (certificates.ReconcilerOptions.Observer): it keeps the
 // expiry times of the CA and the serving certificate and counts
 // rotations.
 func (m *Metrics) Certificates() certificates.Observer { return certificateObserver{m} }

@@ -119,7 +119,7 @@ func (h *harness) start(t *testing.T) {
 
 	certs, err := certificates.NewReconciler(h.kube, certificates.Options{
 		SecretName: certSecret, Namespace: h.system, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	})
+	}, certificates.ReconcilerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

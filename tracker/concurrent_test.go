@@ -23,13 +23,16 @@ func TestConcurrentUse(t *testing.T) {
 	clock := newFakeClock()
 	var notified atomic.Int64
 	var tr Interface
-	tr = New(func(o Observer) {
+	tr, err := NewWithOptions(Options{Lease: lease, Clock: clock.Now, Callback: func(o Observer) {
 		notified.Add(1)
 		// Re-entering from the callback must be safe under contention too.
 		if _, err := tr.GetObserversKind(podGK, deployment("default", "p", nil)); err != nil {
 			t.Error(err)
 		}
-	}, lease, WithClock(clock.Now))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var wg sync.WaitGroup
 	for w := range workers {

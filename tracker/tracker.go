@@ -70,35 +70,52 @@ type Interface interface {
 	Sweep() int
 }
 
-// Option configures a tracker built by New.
-type Option func(*tracker)
+// Options configures a tracker built by NewWithOptions. Zero fields take
+// the documented defaults.
+type Options struct {
+	// Callback is called from OnChanged and OnChangedKind with each
+	// observer of the changed object. It runs without the tracker's lock,
+	// so it may call back into the tracker (for example to enqueue and
+	// re-track). Default: nil, which makes those calls only validate obj.
+	Callback func(Observer)
+	// Lease is how long each registration is kept after its last
+	// TrackReference. Required: it must be positive, since a zero lease
+	// would drop every registration at once.
+	Lease time.Duration
+	// Clock returns the current time; tests set it to expire leases
+	// without sleeping. Default: time.Now.
+	Clock func() time.Time
+}
 
-// WithClock makes the tracker read the time from now instead of time.Now,
-// so tests can expire leases without sleeping.
-func WithClock(now func() time.Time) Option {
-	return func(t *tracker) { t.now = now }
+// NewWithOptions returns an empty tracker configured by opts, or an error
+// naming the field opts sets wrongly.
+func NewWithOptions(opts Options) (Interface, error) {
+	if opts.Lease <= 0 {
+		return nil, fmt.Errorf("tracker: Lease must be positive, got %v", opts.Lease)
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	return &tracker{
+		callback:   opts.Callback,
+		lease:      opts.Lease,
+		now:        opts.Clock,
+		exact:      map[exactKey]map[Observer]time.Time{},
+		selectors:  map[scopeKey]*SelectorIndex[Observer, time.Time]{},
+		byObserver: map[Observer]map[registration]struct{}{},
+	}, nil
 }
 
 // New returns an empty tracker that keeps each registration for lease after
 // its last TrackReference and calls callback from OnChanged and
-// OnChangedKind. A nil callback makes those calls only validate obj.
-// The callback runs without the tracker's lock, so it may call back into the
-// tracker (for example to enqueue and re-track). New panics if lease is not
-// positive: a zero lease would drop every registration at once.
-func New(callback func(Observer), lease time.Duration, opts ...Option) Interface {
-	if lease <= 0 {
-		panic(fmt.Sprintf("tracker.New: lease must be positive, got %v", lease))
-	}
-	t := &tracker{
-		callback:   callback,
-		lease:      lease,
-		now:        time.Now,
-		exact:      map[exactKey]map[Observer]time.Time{},
-		selectors:  map[scopeKey]*SelectorIndex[Observer, time.Time]{},
-		byObserver: map[Observer]map[registration]struct{}{},
-	}
-	for _, opt := range opts {
-		opt(t)
+// OnChangedKind: NewWithOptions with Callback and Lease set. It keeps
+// knative's tracker.New(callback, lease) signature, which returns no error,
+// so New panics if lease is not positive (see MIGRATING.md); use
+// NewWithOptions to get the error instead.
+func New(callback func(Observer), lease time.Duration) Interface {
+	t, err := NewWithOptions(Options{Callback: callback, Lease: lease})
+	if err != nil {
+		panic("tracker.New: " + err.Error())
 	}
 	return t
 }

@@ -164,7 +164,10 @@ func TestKindSeparation(t *testing.T) {
 func TestLeaseExpiry(t *testing.T) {
 	const lease = 10 * time.Minute
 	clock := newFakeClock()
-	tr := New(nil, lease, WithClock(clock.Now))
+	tr, err := NewWithOptions(Options{Lease: lease, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	o := observer(envBindingGK, "default", "b")
 	web := deployment("default", "web", map[string]string{"app": "web"})
 	mustTrack(t, tr, byName("apps/v1", "Deployment", "default", "web"), o)
@@ -206,7 +209,10 @@ func TestLeaseExpiry(t *testing.T) {
 func TestSweep(t *testing.T) {
 	const lease = time.Minute
 	clock := newFakeClock()
-	tr := New(nil, lease, WithClock(clock.Now))
+	tr, err := NewWithOptions(Options{Lease: lease, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	old := observer(envBindingGK, "default", "old")
 	fresh := observer(envBindingGK, "default", "fresh")
 	mustTrack(t, tr, byName("apps/v1", "Deployment", "default", "a"), old)
@@ -463,5 +469,8 @@ func TestNewRejectsNonPositiveLease(t *testing.T) {
 			}()
 			New(nil, lease)
 		}()
+		if _, err := NewWithOptions(Options{Lease: lease}); err == nil {
+			t.Errorf("NewWithOptions(Lease: %v) returned no error", lease)
+		}
 	}
 }

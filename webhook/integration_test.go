@@ -163,11 +163,11 @@ func TestCertificateRotationUnderLoadWithRealAPIServer(t *testing.T) {
 		Namespace:   ns,
 		ServiceName: "bindkit-webhook",
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}, certificates.WithClock(now), certificates.WithEnqueueAfter(func(_ string, d time.Duration) {
+	}, certificates.ReconcilerOptions{Clock: now, EnqueueAfter: func(_ string, d time.Duration) {
 		enqueueMu.Lock()
 		defer enqueueMu.Unlock()
 		lastEnqueue = d
-	}))
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ type Options struct {
 	// informers may log after the test has returned.
 	Logger *zap.Logger
 	// InjectionOptions are passed to injection.NewWithClients.
-	InjectionOptions []injection.Option
+	InjectionOptions injection.Options
 }
 
 // Fakes are the fake clients behind a context from NewContext, for a test
@@ -175,7 +175,7 @@ func NewContextWithOptions(t testing.TB, opts Options, objects ...runtime.Object
 		Dynamic:    fakes.Dynamic,
 		Metadata:   MetadataFromDynamic(fakes.Dynamic),
 		RESTMapper: mapper,
-	}, opts.InjectionOptions...)
+	}, opts.InjectionOptions)
 	if err != nil {
 		t.Fatalf("injectiontest: %v", err)
 	}

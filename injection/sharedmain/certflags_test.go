@@ -61,5 +61,5 @@ func TestParseCertificateFlags(t *testing.T) {
 }
 
 func newCertificatesForTest(opts certificates.Options) (*certificates.Reconciler, error) {
-	return certificates.NewReconciler(fake.NewClientset(), opts)
+	return certificates.NewReconciler(fake.NewClientset(), opts, certificates.ReconcilerOptions{})
 }

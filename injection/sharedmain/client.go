@@ -62,8 +62,8 @@ func applyClientFlags(cfg *rest.Config, f Flags) {
 }
 
 // injectionOptions are the options the process builds its informers with.
-func injectionOptions(f Flags) []injection.Option {
-	return []injection.Option{injection.WithResyncPeriod(max(f.ResyncPeriod, 0))}
+func injectionOptions(f Flags) injection.Options {
+	return injection.Options{ResyncPeriod: max(f.ResyncPeriod, 0)}
 }
 
 // electionClient returns the clientset leader election renews the Lease

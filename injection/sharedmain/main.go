@@ -138,7 +138,7 @@ func (p *process) main(ctx context.Context, ctors []Constructor) error {
 // fakes instead of a rest.Config.
 type clientsKey struct{}
 
-type newInjectionFunc func(ctx context.Context, opts ...injection.Option) (context.Context, *injection.InformerSet, error)
+type newInjectionFunc func(ctx context.Context, opts injection.Options) (context.Context, *injection.InformerSet, error)
 
 type process struct {
 	component string
@@ -175,20 +175,7 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	// their caches while they drain. They stop when run returns.
 	base, stopBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBase()
-	newInjection, ok := ctx.Value(clientsKey{}).(newInjectionFunc)
-	if !ok {
-		newInjection = func(ctx context.Context, opts ...injection.Option) (context.Context, *injection.InformerSet, error) {
-			cfg, err := restConfig(p.flags)
-			if err != nil {
-				return nil, nil, err
-			}
-			// Writes that name no field manager (leases, events) are
-			// attributed to the user agent's first word: the component.
-			cfg.UserAgent = userAgent(p.component)
-			return injection.New(ctx, cfg, opts...)
-		}
-	}
-	ictx, informers, err := newInjection(base, injectionOptions(p.flags)...)
+	ictx, informers, err := p.newInjection(ctx, base)
 	if err != nil {
 		return err
 	}
@@ -218,33 +205,9 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	}
 
 	// Listen before waiting for caches, so a taken port fails fast.
-	var ln, webhookProbeLn net.Listener
-	var probeHandler *probes
-	if server != nil {
-		ln, err = listen("webhook", p.flags.WebhookAddress, p.flags.WebhookPort)
-		if err == nil && p.flags.Webhook.ClientCAFile != "" {
-			// The kubelet's probes present no client certificate.
-			if webhookProbeLn, err = listen("probes", "", p.flags.ProbePort); err != nil {
-				ln.Close()
-			}
-		}
-	} else {
-		probeHandler = &probes{}
-		ln, err = listen("probes", "", p.flags.ProbePort)
-	}
+	ln, webhookProbeLn, metricsLn, probeHandler, err := p.listen(server != nil, reg != nil)
 	if err != nil {
 		return err
-	}
-	var metricsLn net.Listener
-	if reg != nil && p.flags.MetricsAddress != MetricsOff {
-		if metricsLn, err = net.Listen("tcp", p.flags.MetricsAddress); err != nil {
-			ln.Close()
-			if webhookProbeLn != nil {
-				webhookProbeLn.Close()
-			}
-			return fmt.Errorf("metrics: listen on %s (--metrics-address): %w", p.flags.MetricsAddress, err)
-		}
-		p.metricsAddr = metricsLn.Addr()
 	}
 
 	var (
@@ -399,6 +362,61 @@ func (p *process) waitForCaches(ctx, base context.Context, cmw *configmap.Inform
 
 // construct calls each constructor, turning a panic (a constructor's way to
 // report a wiring mistake) into an error that names the constructor.
+// newInjection builds the clients and informers the process runs on,
+// living as long as base: through the function a test put in ctx, or else
+// from the flags' kubeconfig.
+func (p *process) newInjection(ctx, base context.Context) (context.Context, *injection.InformerSet, error) {
+	newInjection, ok := ctx.Value(clientsKey{}).(newInjectionFunc)
+	if !ok {
+		newInjection = func(ctx context.Context, opts injection.Options) (context.Context, *injection.InformerSet, error) {
+			cfg, err := restConfig(p.flags)
+			if err != nil {
+				return nil, nil, err
+			}
+			// Writes that name no field manager (leases, events) are
+			// attributed to the user agent's first word: the component.
+			cfg.UserAgent = userAgent(p.component)
+			return injection.New(ctx, cfg, opts)
+		}
+	}
+	return newInjection(base, injectionOptions(p.flags))
+}
+
+// listen opens the process's listeners: the webhook's (and, when the
+// webhook asks for client certificates, the probes' beside it) when it
+// serves a webhook, else the probes'; and the metrics' when it has
+// metrics and they are on. It returns probeHandler, the probes to serve on
+// ln, when ln is the probes' listener. On an error it has closed what it
+// opened.
+func (p *process) listen(webhookServer, hasMetrics bool) (ln, webhookProbeLn, metricsLn net.Listener, probeHandler *probes, err error) {
+	if webhookServer {
+		ln, err = listen("webhook", p.flags.WebhookAddress, p.flags.WebhookPort)
+		if err == nil && p.flags.Webhook.ClientCAFile != "" {
+			// The kubelet's probes present no client certificate.
+			if webhookProbeLn, err = listen("probes", "", p.flags.ProbePort); err != nil {
+				ln.Close()
+			}
+		}
+	} else {
+		probeHandler = &probes{}
+		ln, err = listen("probes", "", p.flags.ProbePort)
+	}
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if hasMetrics && p.flags.MetricsAddress != MetricsOff {
+		if metricsLn, err = net.Listen("tcp", p.flags.MetricsAddress); err != nil {
+			ln.Close()
+			if webhookProbeLn != nil {
+				webhookProbeLn.Close()
+			}
+			return nil, nil, nil, nil, fmt.Errorf("metrics: listen on %s (--metrics-address): %w", p.flags.MetricsAddress, err)
+		}
+		p.metricsAddr = metricsLn.Addr()
+	}
+	return ln, webhookProbeLn, metricsLn, probeHandler, nil
+}
+
 func construct(ctx context.Context, cmw configmap.Watcher, ctors []Constructor) ([]*controller.Impl, error) {
 	impls := make([]*controller.Impl, 0, len(ctors))
 	for i, ctor := range ctors {

@@ -39,8 +39,8 @@ func fakeContext(t *testing.T, flags Flags, objects ...kruntime.Object) (context
 	ctx := WithFlags(t.Context(), flags)
 	ctx = injection.WithSystemNamespace(ctx, testNamespace)
 	ctx = WithLogOutput(ctx, logs)
-	ctx = context.WithValue(ctx, clientsKey{}, newInjectionFunc(func(ctx context.Context, opts ...injection.Option) (context.Context, *injection.InformerSet, error) {
-		return injection.NewWithClients(ctx, injection.Clients{Kube: fakes.Kube, Dynamic: fakes.Dynamic, Metadata: injectiontest.MetadataFromDynamic(fakes.Dynamic), RESTMapper: fakes.RESTMapper}, opts...)
+	ctx = context.WithValue(ctx, clientsKey{}, newInjectionFunc(func(ctx context.Context, opts injection.Options) (context.Context, *injection.InformerSet, error) {
+		return injection.NewWithClients(ctx, injection.Clients{Kube: fakes.Kube, Dynamic: fakes.Dynamic, Metadata: injectiontest.MetadataFromDynamic(fakes.Dynamic), RESTMapper: fakes.RESTMapper}, opts)
 	}))
 	return ctx, fakes, logs
 }

@@ -132,20 +132,20 @@ func newWebhook(ctx context.Context, namespace, component string, f Flags, opts 
 	}
 	lc := &leaderCertificates{}
 	impl := controller.NewImpl(lc, logger, CertificatesControllerName)
-	certOptions := []certificates.ReconcilerOption{
-		certificates.WithLister(secrets.Lister()),
-		certificates.WithEnqueueAfter(impl.EnqueueKeyAfter),
-		certificates.WithPublishers(publishers...),
-		certificates.WithLogger(logger.Named(CertificatesControllerName)),
-		certificates.WithFieldManager(component),
+	certOptions := certificates.ReconcilerOptions{
+		Lister:       secrets.Lister(),
+		EnqueueAfter: impl.EnqueueKeyAfter,
+		Publishers:   publishers,
+		Logger:       logger.Named(CertificatesControllerName),
+		FieldManager: component,
 	}
 	if m != nil {
-		certOptions = append(certOptions, certificates.WithObserver(m.Certificates()))
+		certOptions.Observer = m.Certificates()
 		if opts.Observer == nil {
 			opts.Observer = m.Admission()
 		}
 	}
-	certs, err := certificates.NewReconciler(injection.KubeClient(ctx), certOpts, certOptions...)
+	certs, err := certificates.NewReconciler(injection.KubeClient(ctx), certOpts, certOptions)
 	if err != nil {
 		return nil, nil, fmt.Errorf("webhook certificates: %w", err)
 	}
