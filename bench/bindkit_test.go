@@ -64,7 +64,7 @@ func bindkitBindings(set bindingSet) []psbinding.Bindable {
 // bindkitAdmission returns bindkit's admission controller for set, its index
 // built by one Reconcile as a follower replica builds it (a follower does not
 // write the webhook configuration, so the fake client sees no call).
-func bindkitAdmission(tb testing.TB, set bindingSet, secrets corelisters.SecretLister) *psbinding.AdmissionController {
+func bindkitAdmission(tb testing.TB, set bindingSet, secrets corelisters.SecretLister) *psbinding.AdmissionReconciler {
 	tb.Helper()
 	bindings := bindkitBindings(set)
 	ac, err := psbinding.NewAdmissionReconciler(psbinding.AdmissionConfig{

@@ -8,7 +8,7 @@ import (
 // Publisher hands the CA bundle to the clients of the webhook: for an
 // admission webhook, the caBundle of its webhook configuration, from which
 // the kube-apiserver learns whom to trust. bindkit's admission controllers
-// (psbinding.AdmissionController) are Publishers of their
+// (psbinding.AdmissionReconciler) are Publishers of their
 // MutatingWebhookConfiguration, and the only code that writes caBundle.
 //
 // The contract the Reconciler relies on:

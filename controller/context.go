@@ -45,6 +45,12 @@ type ControllerOptions struct {
 	// them to return either way. Default: DefaultDrainTimeout. Negative is
 	// an error.
 	DrainTimeout time.Duration
+	// Observer is told of every reconcile's outcome and of the work
+	// queue's metrics, and reconcilers find it in the contexts Run passes
+	// them (ObserverFrom). Default: the Observer of Run's context
+	// (WithObserver), which is how injection/sharedmain reaches the Impls
+	// that constructors of the knative shape build; none when it has none.
+	Observer Observer
 }
 
 // NewContext is New in the shape of knative's controller.NewContext: it

@@ -136,8 +136,8 @@ type Impl struct {
 	aware      LeaderAware // reconciler, when it is LeaderAware
 	logger     *zap.Logger
 	opts       options
-	// observer is taken from Run's context before the workers start; nil
-	// when it has none.
+	// observer is ControllerOptions.Observer, else taken from Run's
+	// context before the workers start; nil when neither has one.
 	observer Observer
 
 	mu sync.Mutex
@@ -187,6 +187,7 @@ func New(r Reconciler, opts ControllerOptions) (*Impl, error) {
 		aware:      aware,
 		logger:     logger.With(zap.String("controller", opts.WorkQueueName)),
 		opts:       o,
+		observer:   opts.Observer,
 		pending:    map[string]time.Time{},
 	}, nil
 }
@@ -222,6 +223,11 @@ func (i *Impl) Reconciler() Reconciler { return i.reconciler }
 func (i *Impl) Run(ctx context.Context, workers int) error {
 	if workers < 1 {
 		return fmt.Errorf("controller %s: workers must be at least 1, got %d", i.name, workers)
+	}
+	if i.observer != nil {
+		// Reconciles find the Impl's observer where they find the
+		// process's: in their context.
+		ctx = WithObserver(ctx, i.observer)
 	}
 	q, err := i.startQueue(ObserverFrom(ctx))
 	if err != nil {

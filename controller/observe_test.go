@@ -174,3 +174,31 @@ func TestFieldManagerFromContext(t *testing.T) {
 		t.Errorf("FieldManager = %q", got)
 	}
 }
+
+// An Observer set in ControllerOptions takes precedence over the context's,
+// and reconciles find it in their context.
+func TestObserverFieldTakesPrecedenceOverContext(t *testing.T) {
+	field, fromContext := &recordingObserver{}, &recordingObserver{}
+	seen := make(chan controller.Observer, 1)
+	r := controller.ReconcilerFunc(func(ctx context.Context, key string) error {
+		seen <- controller.ObserverFrom(ctx)
+		return nil
+	})
+	impl := mustNew(t, r, controller.ControllerOptions{WorkQueueName: "fielded", Observer: field})
+	impl.EnqueueKey("k")
+	ctx, cancel := context.WithCancel(controller.WithObserver(context.Background(), fromContext))
+	done := make(chan error, 1)
+	go func() { done <- impl.Run(ctx, 1) }()
+	got := <-seen
+	eventually(t, "the reconcile's outcome", func() bool { return len(field.get("fielded")) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got != controller.Observer(field) {
+		t.Errorf("ObserverFrom(reconcile's context) = %p, want the ControllerOptions.Observer %p", got, field)
+	}
+	if n := len(fromContext.get("fielded")); n != 0 {
+		t.Errorf("the context's observer was told of %d reconciles, want none", n)
+	}
+}

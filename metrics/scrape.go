@@ -16,7 +16,7 @@ type Leader interface {
 
 // Index is an admission index whose size the
 // bindkit_admission_index_bindings gauge reports: a
-// *psbinding.AdmissionController.
+// *psbinding.AdmissionReconciler.
 type Index interface {
 	Path() string
 	IndexedBindings() int

@@ -25,7 +25,7 @@ import (
 	"github.com/bindkit/bindkit/webhook"
 )
 
-// AdmissionConfig is what an AdmissionController needs. Fields without a
+// AdmissionConfig is what an AdmissionReconciler needs. Fields without a
 // stated default are required.
 type AdmissionConfig struct {
 	// Settings are what the admission controller shares with the kind's
@@ -102,16 +102,16 @@ type AdmissionConfig struct {
 	CallOnOwnPatches bool
 }
 
-// AdmissionController binds subjects as they are created or updated. It is
+// AdmissionReconciler binds subjects as they are created or updated. It is
 // both a controller.Reconciler, whose reconcile lists all Bindings, rebuilds
 // the index Admit consults and (on the leader only) reprograms the webhook
-// configuration, and the webhook.AdmissionController the server routes
+// configuration, and the webhook.Admitter the server routes
 // Path to. Every replica keeps the index, so every replica answers.
 //
 // It is the one writer of its webhook's caBundle, and so the
 // certificates.Publisher the certificates reconciler waits for before it
 // signs under a new CA.
-type AdmissionController struct {
+type AdmissionReconciler struct {
 	controller.LeaderAwareFuncs
 	admitter
 	cfg AdmissionConfig
@@ -122,12 +122,18 @@ type AdmissionController struct {
 	fellBack atomic.Bool
 }
 
+// AdmissionController is AdmissionReconciler's former name.
+//
+// Deprecated: use AdmissionReconciler. The old name is kept for code written
+// against earlier bindkit releases.
+type AdmissionController = AdmissionReconciler
+
 var (
-	_ controller.Reconciler       = (*AdmissionController)(nil)
-	_ controller.LeaderAware      = (*AdmissionController)(nil)
-	_ webhook.AdmissionController = (*AdmissionController)(nil)
-	_ webhook.Syncer              = (*AdmissionController)(nil)
-	_ certificates.Publisher      = (*AdmissionController)(nil)
+	_ controller.Reconciler  = (*AdmissionReconciler)(nil)
+	_ controller.LeaderAware = (*AdmissionReconciler)(nil)
+	_ webhook.Admitter       = (*AdmissionReconciler)(nil)
+	_ webhook.Syncer         = (*AdmissionReconciler)(nil)
+	_ certificates.Publisher = (*AdmissionReconciler)(nil)
 )
 
 // NewAdmissionReconciler checks cfg and returns the controller, for callers
@@ -135,7 +141,7 @@ var (
 // context. Run it on a controller.Impl whose key is cfg.ConfigurationName
 // (see Key), enqueued on every change of a Binding and of the certificates
 // Secret.
-func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionController, error) {
+func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionReconciler, error) {
 	cfg.WebhookName = cmp.Or(cfg.WebhookName, cfg.ConfigurationName)
 	cfg.CAKey = cmp.Or(cfg.CAKey, certificates.DefaultDataKeys().CACert)
 	cfg.MaxSelectorNamespaces = cmp.Or(cfg.MaxSelectorNamespaces, DefaultMaxSelectorNamespaces)
@@ -159,7 +165,7 @@ func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionController, error) {
 	if cfg.MaxSelectorNamespaces < 0 {
 		return nil, fmt.Errorf("psbinding: admission controller %q: MaxSelectorNamespaces %d is negative", cfg.ConfigurationName, cfg.MaxSelectorNamespaces)
 	}
-	ac := &AdmissionController{cfg: cfg}
+	ac := &AdmissionReconciler{cfg: cfg}
 	ac.shapes = cfg.Shapes
 	ac.withContext = cfg.WithContext
 	ac.excludedNamespaces = admissionExcluded(cfg)
@@ -183,22 +189,22 @@ func admissionExcluded(cfg AdmissionConfig) []string {
 }
 
 // Key is the one work-queue key the controller reconciles.
-func (ac *AdmissionController) Key() string { return ac.cfg.ConfigurationName }
+func (ac *AdmissionReconciler) Key() string { return ac.cfg.ConfigurationName }
 
-// Path implements webhook.AdmissionController.
-func (ac *AdmissionController) Path() string { return ac.cfg.Path }
+// Path implements webhook.Admitter.
+func (ac *AdmissionReconciler) Path() string { return ac.cfg.Path }
 
-// Admit implements webhook.AdmissionController.
-func (ac *AdmissionController) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+// Admit implements webhook.Admitter.
+func (ac *AdmissionReconciler) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	return ac.admit(ctx, req)
 }
 
 // HasSynced implements webhook.Syncer: Admit can decide once the Bindings
 // have been listed.
-func (ac *AdmissionController) HasSynced() bool { return ac.hasIndex() }
+func (ac *AdmissionReconciler) HasSynced() bool { return ac.hasIndex() }
 
 // Reconcile implements controller.Reconciler.
-func (ac *AdmissionController) Reconcile(ctx context.Context, _ string) error {
+func (ac *AdmissionReconciler) Reconcile(ctx context.Context, _ string) error {
 	bindings, err := ac.cfg.ListAll()
 	if err != nil {
 		return fmt.Errorf("admission controller %s: list bindings: %w", ac.cfg.ConfigurationName, err)
@@ -219,19 +225,19 @@ func (ac *AdmissionController) Reconcile(ctx context.Context, _ string) error {
 // fieldManager is the field manager of the controller's writes:
 // AdmissionConfig.FieldManager, else the process's
 // (controller.WithFieldManager), else DefaultFieldManager.
-func (ac *AdmissionController) fieldManager(ctx context.Context) string {
+func (ac *AdmissionReconciler) fieldManager(ctx context.Context) string {
 	return ac.cfg.Settings.fieldManager(ctx)
 }
 
 // IndexedBindings returns how many Bindings the index Admit consults
 // holds: those listed at the last reconcile, less those that could not be
 // indexed. Every replica keeps the index, so every replica reports it.
-func (ac *AdmissionController) IndexedBindings() int { return int(ac.indexed.Load()) }
+func (ac *AdmissionReconciler) IndexedBindings() int { return int(ac.indexed.Load()) }
 
 // BindingResource returns the Bindings' resource (AdmissionConfig's, or
 // the one learned from the first Binding listed), or the empty
 // GroupResource while it is unknown.
-func (ac *AdmissionController) BindingResource() schema.GroupResource {
+func (ac *AdmissionReconciler) BindingResource() schema.GroupResource {
 	if gr := ac.resource.Load(); gr != nil {
 		return *gr
 	}
@@ -240,7 +246,7 @@ func (ac *AdmissionController) BindingResource() schema.GroupResource {
 
 // learnResource finds the Bindings' resource from the kind of the first
 // Binding that carries one, once.
-func (ac *AdmissionController) learnResource(bindings []Bindable) {
+func (ac *AdmissionReconciler) learnResource(bindings []Bindable) {
 	if ac.resource.Load() != nil {
 		return
 	}
@@ -261,7 +267,7 @@ func (ac *AdmissionController) learnResource(bindings []Bindable) {
 }
 
 // String names the configuration the controller programs, for logs.
-func (ac *AdmissionController) String() string {
+func (ac *AdmissionReconciler) String() string {
 	return "MutatingWebhookConfiguration " + ac.cfg.ConfigurationName
 }
 
@@ -269,7 +275,7 @@ func (ac *AdmissionController) String() string {
 // webhook as the kube-apiserver reads it now. Nothing is published, and
 // nothing constrains the certificates reconciler, while the configuration
 // is not installed or its webhook has no rule (so it is never called).
-func (ac *AdmissionController) PublishedCABundle() ([]byte, bool, error) {
+func (ac *AdmissionReconciler) PublishedCABundle() ([]byte, bool, error) {
 	current, err := ac.configuration(context.Background())
 	if apierrors.IsNotFound(err) {
 		return nil, false, nil
@@ -287,7 +293,7 @@ func (ac *AdmissionController) PublishedCABundle() ([]byte, bool, error) {
 // configuration reads the installed configuration: from the lister when
 // there is one, else from the API server. The result is shared; copy it
 // before changing it.
-func (ac *AdmissionController) configuration(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+func (ac *AdmissionReconciler) configuration(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
 	if ac.cfg.ConfigurationLister != nil {
 		return ac.cfg.ConfigurationLister.Get(ac.cfg.ConfigurationName)
 	}
@@ -296,7 +302,7 @@ func (ac *AdmissionController) configuration(ctx context.Context) (*admissionreg
 
 // reconcileConfiguration writes the webhook configuration when what bindkit
 // owns in it differs from what the Bindings and the CA bundle call for.
-func (ac *AdmissionController) reconcileConfiguration(ctx context.Context, bindings []Bindable) error {
+func (ac *AdmissionReconciler) reconcileConfiguration(ctx context.Context, bindings []Bindable) error {
 	current, err := ac.configuration(ctx)
 	if apierrors.IsNotFound(err) && ac.cfg.ConfigurationLister != nil {
 		// Its creation is an informer event that brings us back.
@@ -351,7 +357,7 @@ func (ac *AdmissionController) reconcileConfiguration(ctx context.Context, bindi
 // brings us back) the installed bundle stays, so the rest of the
 // configuration can still be repaired; with neither, the webhook is not
 // programmed at all, since the kube-apiserver could not trust it.
-func (ac *AdmissionController) caBundle(current *admissionregistrationv1.MutatingWebhookConfiguration) ([]byte, error) {
+func (ac *AdmissionReconciler) caBundle(current *admissionregistrationv1.MutatingWebhookConfiguration) ([]byte, error) {
 	secret, err := ac.cfg.SecretLister.Secrets(ac.cfg.SystemNamespace).Get(ac.cfg.SecretName)
 	switch {
 	case err == nil && len(secret.Data[ac.cfg.CAKey]) > 0:
@@ -380,7 +386,7 @@ func publishedCABundle(current *admissionregistrationv1.MutatingWebhookConfigura
 }
 
 // protected are the namespaces the webhook is never called in.
-func (ac *AdmissionController) protected() []string {
+func (ac *AdmissionReconciler) protected() []string {
 	out := []string{ac.cfg.SystemNamespace}
 	if !ac.cfg.CallInKubeNamespaces {
 		out = append(out, KubeNamespaces...)
@@ -392,7 +398,7 @@ func (ac *AdmissionController) protected() []string {
 // namespaces where a Binding can apply: where it lives, unless its subject
 // leaves that namespace, its kind is not served, or the namespace is
 // protected. Both are sorted.
-func (ac *AdmissionController) scope(bindings []Bindable) ([]schema.GroupVersionResource, []string) {
+func (ac *AdmissionReconciler) scope(bindings []Bindable) ([]schema.GroupVersionResource, []string) {
 	protected := ac.protected()
 	var namespaces []string
 	var usable []Bindable
@@ -416,7 +422,7 @@ func (ac *AdmissionController) scope(bindings []Bindable) ([]schema.GroupVersion
 // reports, in the order of bindings, which have a served kind. A kind the API server does not
 // serve is left out: the Binding's reconciler marks it, and the
 // configuration still covers every other kind.
-func (ac *AdmissionController) subjectResources(bindings []Bindable) ([]schema.GroupVersionResource, []bool) {
+func (ac *AdmissionReconciler) subjectResources(bindings []Bindable) ([]schema.GroupVersionResource, []bool) {
 	mapped := map[schema.GroupKind]bool{}
 	served := make([]bool, len(bindings))
 	var out []schema.GroupVersionResource

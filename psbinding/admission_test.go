@@ -41,7 +41,7 @@ func secretLister(t *testing.T, secrets ...*corev1.Secret) corelisters.SecretLis
 	return corelisters.NewSecretLister(indexer)
 }
 
-func newTestAdmissionController(t *testing.T, bindings []Bindable, caBundle []byte) (*AdmissionController, *fake.Clientset) {
+func newTestAdmissionController(t *testing.T, bindings []Bindable, caBundle []byte) (*AdmissionReconciler, *fake.Clientset) {
 	t.Helper()
 	kube := fake.NewClientset(installedConfig(admissionregistrationv1.WebhookClientConfig{
 		Service: &admissionregistrationv1.ServiceReference{Namespace: "bindkit-system", Name: "webhook"},

@@ -79,7 +79,7 @@
 //
 // # The admission path
 //
-// AdmissionController lists all Bindings on every change and builds an
+// AdmissionReconciler lists all Bindings on every change and builds an
 // immutable index of them, swapped in atomically: by exact subject (group,
 // kind, namespace, name) and by label selector, the selectors of a
 // namespace filed under one key=value pair they require, so a lookup checks

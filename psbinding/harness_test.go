@@ -45,7 +45,7 @@ type harness struct {
 	system  string // the webhook's namespace
 	kube    kubernetes.Interface
 	dyn     dynamic.Interface
-	ac      *AdmissionController
+	ac      *AdmissionReconciler
 	webhook string // the MutatingWebhookConfiguration's name
 
 	opts harnessOptions

@@ -49,7 +49,7 @@ func (nopObserver) SubjectPatched(schema.GroupResource, bool)                   
 func (nopObserver) SubjectConflict(schema.GroupResource)                          {}
 func (nopObserver) SubjectsBound(schema.GroupResource, types.NamespacedName, int) {}
 
-// AdmissionObserver is told how an AdmissionController scoped its webhook,
+// AdmissionObserver is told how an AdmissionReconciler scoped its webhook,
 // for metrics (package metrics implements it for Prometheus). It is called
 // by the leader each time it programs the configuration, from one
 // goroutine at a time per controller; it must be quick.
@@ -63,7 +63,7 @@ type AdmissionObserver interface {
 
 // admissionObserverIn returns cfg.Observer, else the controller.Observer
 // of ctx when it is also an AdmissionObserver, else one that does nothing.
-func (ac *AdmissionController) admissionObserverIn(ctx context.Context) AdmissionObserver {
+func (ac *AdmissionReconciler) admissionObserverIn(ctx context.Context) AdmissionObserver {
 	if ac.cfg.Observer != nil {
 		return ac.cfg.Observer
 	}

@@ -149,7 +149,7 @@ const conflictRetry = 250 * time.Millisecond
 type BaseReconciler struct {
 	controller.LeaderAwareFuncs
 	// Settings are what the reconciler shares with the kind's
-	// AdmissionController: WithContext (called once per reconcile; its
+	// AdmissionReconciler: WithContext (called once per reconcile; its
 	// failure is reported in the Ready condition, reason ContextFailed,
 	// and no subject is patched), Shapes, SelectorMode (the admission
 	// controller must use the same mode), FieldManager and

@@ -10,7 +10,7 @@ import (
 )
 
 // Settings are what both paths of one Binding kind, the BaseReconciler
-// and the AdmissionController, must agree on; each embeds them, so one
+// and the AdmissionReconciler, must agree on; each embeds them, so one
 // value (wiring.New builds it from wiring.Options) configures both. Every
 // zero field takes the default its comment names.
 type Settings struct {
@@ -37,10 +37,10 @@ type Settings struct {
 	FieldManager string
 	// ExcludedNamespaces are namespaces Bindings never act in, whatever
 	// their labels, on either path. Nil means KubeNamespaces, where the
-	// webhook is not called by default, plus, for the AdmissionController,
+	// webhook is not called by default, plus, for the AdmissionReconciler,
 	// its SystemNamespace (and no KubeNamespaces when CallInKubeNamespaces
 	// is set); an empty, non-nil slice excludes none but the
-	// AdmissionController's SystemNamespace, which is never mutated.
+	// AdmissionReconciler's SystemNamespace, which is never mutated.
 	// Package wiring sets the system namespace and, unless the webhook may
 	// be called there, KubeNamespaces (wiring.ExcludedNamespaces).
 	ExcludedNamespaces []string

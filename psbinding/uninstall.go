@@ -24,7 +24,7 @@ import (
 // the rules of the controller's webhook in its configuration, keeping the
 // rest (an administrator deletes the configuration with the rest of the
 // installation). A configuration that is gone is no error.
-func (ac *AdmissionController) Uninstall(ctx context.Context) error {
+func (ac *AdmissionReconciler) Uninstall(ctx context.Context) error {
 	client := ac.cfg.KubeClient.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	cached, err := ac.configuration(ctx)
 	if apierrors.IsNotFound(err) {

@@ -11,8 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// AdmissionController answers the AdmissionReviews sent to its Path.
-type AdmissionController interface {
+// Admitter answers the AdmissionReviews sent to its Path: it is what a
+// Server routes a path to.
+type Admitter interface {
 	// Path is the URL path the controller serves, starting with "/". It must
 	// be unique within a Server and must not be /healthz or /readyz.
 	Path() string
@@ -23,7 +24,14 @@ type AdmissionController interface {
 	Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
 }
 
-// Syncer is implemented by an AdmissionController whose answers depend on
+// AdmissionController is the name knative.dev/pkg/webhook gives an
+// Admitter.
+//
+// Deprecated: use Admitter. The alias is kept for code ported from knative
+// (MIGRATING.md).
+type AdmissionController = Admitter
+
+// Syncer is implemented by an Admitter whose answers depend on
 // informer caches. The server waits (up to Options.ReadinessTimeout) for
 // HasSynced before calling Admit, and reports unready on /readyz until every
 // Syncer has synced. Once true, HasSynced is not called again.
@@ -34,7 +42,7 @@ type Syncer interface {
 type dryRunKey struct{}
 
 // WithDryRun returns ctx marked as a dry run or not. The server calls it for
-// every request; tests of an AdmissionController may call it too.
+// every request; tests of an Admitter may call it too.
 func WithDryRun(ctx context.Context, dryRun bool) context.Context {
 	return context.WithValue(ctx, dryRunKey{}, dryRun)
 }

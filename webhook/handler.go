@@ -38,7 +38,7 @@ const syncPollInterval = 20 * time.Millisecond
 
 // route is one registered controller.
 type route struct {
-	ctrl     AdmissionController
+	ctrl     Admitter
 	syncer   Syncer // nil when the controller has no informers
 	synced   atomic.Bool
 	observer func(Admission) // nil without an Options.Observer

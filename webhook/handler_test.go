@@ -247,13 +247,13 @@ func TestNewRejects(t *testing.T) {
 		name        string
 		opts        Options
 		secrets     SecretGetter
-		controllers []AdmissionController
+		controllers []Admitter
 		wantErr     string
 	}{
-		{"duplicate path", Options{}, &secretMap{}, []AdmissionController{allowAll("/a"), allowAll("/a")}, "both serve path /a"},
-		{"probe path", Options{}, &secretMap{}, []AdmissionController{allowAll(ReadyzPath)}, "reserved for probes"},
-		{"relative path", Options{}, &secretMap{}, []AdmissionController{allowAll("a")}, `path "a" does not start with /`},
-		{"nil controller", Options{}, &secretMap{}, []AdmissionController{nil}, "admission controller 0 is nil"},
+		{"duplicate path", Options{}, &secretMap{}, []Admitter{allowAll("/a"), allowAll("/a")}, "both serve path /a"},
+		{"probe path", Options{}, &secretMap{}, []Admitter{allowAll(ReadyzPath)}, "reserved for probes"},
+		{"relative path", Options{}, &secretMap{}, []Admitter{allowAll("a")}, `path "a" does not start with /`},
+		{"nil controller", Options{}, &secretMap{}, []Admitter{nil}, "admission controller 0 is nil"},
 		{"no secrets", Options{}, nil, nil, "no SecretGetter"},
 		{"TLS 1.1", Options{TLSMinVersion: 0x0302}, &secretMap{}, nil, "TLS minimum version TLS 1.1 not allowed"},
 		{"port", Options{Port: 70000}, &secretMap{}, nil, "port 70000 out of range"},

@@ -96,7 +96,7 @@ func (p *testPKI) pool() *x509.CertPool {
 	return pool
 }
 
-// funcController is an AdmissionController from a function.
+// funcController is an Admitter from a function.
 type funcController struct {
 	path  string
 	admit func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
@@ -130,7 +130,7 @@ var testSettingNames = map[string]string{
 	"MaxRequestBodyBytes":   "--webhook-max-request-body-bytes",
 }
 
-func newTestServer(t testing.TB, opts Options, controllers ...AdmissionController) *Server {
+func newTestServer(t testing.TB, opts Options, controllers ...Admitter) *Server {
 	t.Helper()
 	secrets := &secretMap{}
 	secrets.Set(DefaultSecretName, newTestPKI(t).servingData(t, time.Now(), time.Hour))

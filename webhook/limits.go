@@ -151,7 +151,7 @@ func SettingNameFrom(ctx context.Context, field string) string {
 
 // WithObjectLimits returns a copy of ctx carrying limits, as the contexts
 // the server passes to controllers do (zero fields take their defaults). A
-// test of an AdmissionController calls it to check the controller's
+// test of an Admitter calls it to check the controller's
 // limits; Reserve is free in such a context. Limits New would refuse
 // (negative ones) are replaced by DefaultObjectLimits.
 func WithObjectLimits(ctx context.Context, limits ObjectLimits) context.Context {

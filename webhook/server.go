@@ -44,7 +44,7 @@ type Server struct {
 // fails on invalid options, a missing SecretGetter, a nil controller, a path
 // not starting with "/", a path used twice or a probe path, and on a
 // ClientCAFile it cannot read. It starts no goroutine and opens no port.
-func New(opts Options, secrets SecretGetter, controllers ...AdmissionController) (*Server, error) {
+func New(opts Options, secrets SecretGetter, controllers ...Admitter) (*Server, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err

@@ -44,7 +44,7 @@ func WithCallOnOwnPatches() AdmissionOption {
 
 // NewAdmissionController returns the Impl that keeps the admission index
 // and the MutatingWebhookConfiguration name up to date; its Reconciler is
-// the *psbinding.AdmissionController that a webhook server routes path to.
+// the *psbinding.AdmissionReconciler that a webhook server routes path to.
 // It has the arguments of knative's psbinding.NewAdmissionController.
 //
 // It reads the kube client, the RESTMapper, the system namespace and the

@@ -43,9 +43,9 @@ func TestNewAdmissionControllerFromContext(t *testing.T) {
 			return func() ([]psbinding.Bindable, error) { return bindings, nil }
 		}, nil)
 
-	ac, ok := impl.Reconciler().(*psbinding.AdmissionController)
+	ac, ok := impl.Reconciler().(*psbinding.AdmissionReconciler)
 	if !ok {
-		t.Fatalf("Reconciler %T is not an *AdmissionController", impl.Reconciler())
+		t.Fatalf("Reconciler %T is not an *AdmissionReconciler", impl.Reconciler())
 	}
 	if diff := cmp.Diff([]string{"bindings.bindkit.dev", "/bindings"}, []string{impl.Name(), ac.Path()}); diff != "" {
 		t.Errorf("name and path (-want +got):\n%s", diff)

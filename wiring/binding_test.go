@@ -103,9 +103,9 @@ func TestNewControllerAndWebhookThroughFakes(t *testing.T) {
 	if !ok {
 		t.Fatalf("controller reconciles with %T, want *psbinding.BaseReconciler", impl.Reconciler())
 	}
-	ac, ok := web.Reconciler().(*psbinding.AdmissionController)
+	ac, ok := web.Reconciler().(*psbinding.AdmissionReconciler)
 	if !ok {
-		t.Fatalf("webhook reconciles with %T, want *psbinding.AdmissionController", web.Reconciler())
+		t.Fatalf("webhook reconciles with %T, want *psbinding.AdmissionReconciler", web.Reconciler())
 	}
 	if diff := cmp.Diff([]string{b.ControllerName, b.WebhookConfigurationName, b.WebhookPath}, []string{impl.Name(), web.Name(), ac.Path()}); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)

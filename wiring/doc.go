@@ -8,7 +8,7 @@
 // subject, a status) and its resource, and returns a Kind: the
 // controller that binds existing subjects (a psbinding.BaseReconciler)
 // and the admission controller that binds new ones and programs the
-// webhook configuration (a psbinding.AdmissionController), both
+// webhook configuration (a psbinding.AdmissionReconciler), both
 // configured from one psbinding.Settings built from Options, so the two
 // paths agree on where and how they bind. Every field of Options is
 // optional, with the default its comment names; New reports every bad

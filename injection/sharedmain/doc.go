@@ -49,7 +49,7 @@
 // webhook.GetOptions) take it from there, so they cannot disagree.
 //
 // Every Impl a constructor returns runs WorkersPerController workers. An
-// Impl whose Reconciler implements webhook.AdmissionController is also
+// Impl whose Reconciler implements webhook.Admitter is also
 // routed by the webhook server, by its Path; when there is at least one,
 // the process keeps the webhook's certificates Secret
 // (webhook.DefaultSecretName in the system namespace, named for the Service

@@ -362,7 +362,7 @@ func TestAdmissionControllersFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	var paths []string
-	for _, ac := range admissionControllers(impls) {
+	for _, ac := range admitters(impls) {
 		paths = append(paths, ac.Path())
 	}
 	if diff := cmp.Diff([]string{"/one", "/two"}, paths); diff != "" {

@@ -81,7 +81,7 @@ func MainWithContext(ctx context.Context, component string, ctors ...Constructor
 // In order, it builds the clients (rate-limited by --kube-api-qps and
 // --kube-api-burst) and informers (resynced every --resync-period) with
 // injection.New, calls every constructor, finds the Impls whose Reconciler
-// is a webhook.AdmissionController and, if there are any, adds a controller
+// is a webhook.Admitter and, if there are any, adds a controller
 // for the webhook's certificates Secret and a webhook server routing to
 // them. It then starts the config-logging watcher and the informers and
 // waits for their caches (at most CacheSyncTimeout), runs
@@ -196,7 +196,7 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	if p.flags.Uninstall {
 		return p.uninstall(controller.WithFieldManager(ctx, p.component), base, cmw, informers, impls)
 	}
-	admission := admissionControllers(impls)
+	admission := admitters(impls)
 	var server *webhook.Server
 	if len(admission) > 0 {
 		if p.certs, server, err = newWebhook(ictx, namespace, p.component, p.flags, wopts, logger, m, admission); err != nil {
@@ -478,7 +478,7 @@ func identity() (string, error) {
 }
 
 // Uninstaller is implemented by a reconciler that can undo everything its
-// controller did (psbinding's BaseReconciler and AdmissionController do);
+// controller did (psbinding's BaseReconciler and AdmissionReconciler do);
 // see Flags.Uninstall.
 type Uninstaller interface {
 	Uninstall(ctx context.Context) error
@@ -497,7 +497,7 @@ func (p *process) uninstall(ctx, base context.Context, cmw *configmap.InformedWa
 		if _, ok := impl.Reconciler().(Uninstaller); !ok {
 			continue
 		}
-		if _, ok := impl.Reconciler().(webhook.AdmissionController); ok {
+		if _, ok := impl.Reconciler().(webhook.Admitter); ok {
 			first = append(first, impl)
 		} else {
 			then = append(then, impl)

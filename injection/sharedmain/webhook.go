@@ -25,12 +25,12 @@ import (
 // certificates Secret, in logs and among the Impls leader election moves.
 const CertificatesControllerName = "certificates"
 
-// admissionControllers returns the reconcilers of impls that are also
+// admitters returns the reconcilers of impls that are also
 // admission controllers, in constructor order.
-func admissionControllers(impls []*controller.Impl) []webhook.AdmissionController {
-	var out []webhook.AdmissionController
+func admitters(impls []*controller.Impl) []webhook.Admitter {
+	var out []webhook.Admitter
 	for _, impl := range impls {
-		if ac, ok := impl.Reconciler().(webhook.AdmissionController); ok {
+		if ac, ok := impl.Reconciler().(webhook.Admitter); ok {
 			out = append(out, ac)
 		}
 	}
@@ -114,7 +114,7 @@ func webhookOptions(ctx context.Context, f Flags, logger *zap.Logger) webhook.Op
 // component is the field manager of the Secret's writes. With m, the
 // server counts its admissions and the certificates reconciler reports
 // expiry times and rotations there.
-func newWebhook(ctx context.Context, namespace, component string, f Flags, opts webhook.Options, logger *zap.Logger, m *metrics.Metrics, admission []webhook.AdmissionController) (*controller.Impl, *webhook.Server, error) {
+func newWebhook(ctx context.Context, namespace, component string, f Flags, opts webhook.Options, logger *zap.Logger, m *metrics.Metrics, admission []webhook.Admitter) (*controller.Impl, *webhook.Server, error) {
 	if err := f.validateCertificates(); err != nil {
 		return nil, nil, fmt.Errorf("webhook certificates: %w", err)
 	}

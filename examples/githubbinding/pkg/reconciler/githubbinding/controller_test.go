@@ -224,12 +224,12 @@ func TestNewWebhookAdmitsAndProgramsConfiguration(t *testing.T) {
 	ctx = injection.WithSystemNamespace(ctx, systemNamespace)
 
 	impl := binding.Webhook(ctx, nil)
-	ac, ok := impl.Reconciler().(*psbinding.AdmissionController)
+	ac, ok := impl.Reconciler().(*psbinding.AdmissionReconciler)
 	if !ok {
-		t.Fatalf("Reconciler is %T, want *psbinding.AdmissionController", impl.Reconciler())
+		t.Fatalf("Reconciler is %T, want *psbinding.AdmissionReconciler", impl.Reconciler())
 	}
-	if _, ok := impl.Reconciler().(webhook.AdmissionController); !ok {
-		t.Error("Reconciler is not a webhook.AdmissionController: sharedmain would not serve it")
+	if _, ok := impl.Reconciler().(webhook.Admitter); !ok {
+		t.Error("Reconciler is not a webhook.Admitter: sharedmain would not serve it")
 	}
 	if diff := cmp.Diff([]string{WebhookConfigurationName, WebhookPath}, []string{impl.Name(), ac.Path()}); diff != "" {
 		t.Errorf("name and path (-want +got):\n%s", diff)
