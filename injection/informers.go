@@ -125,14 +125,7 @@ func (s *InformerSet) KubeInformerFactory() informers.SharedInformerFactory { re
 // namespace (its certificates Secret, say) with RBAC for that namespace
 // alone.
 func (s *InformerSet) NamespacedKubeInformerFactory(namespace string) informers.SharedInformerFactory {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.byNS[namespace]
-	if !ok {
-		f = s.kubeOf(namespace)
-		s.byNS[namespace] = f
-	}
-	return f
+	return s.factory(s.byNS, namespace, s.kubeOf)
 }
 
 // NamedKubeInformerFactory returns a client-go shared informer factory
@@ -143,12 +136,18 @@ func (s *InformerSet) NamespacedKubeInformerFactory(namespace string) informers.
 // object by resourceNames, which allows list and watch only with such a
 // selector.
 func (s *InformerSet) NamedKubeInformerFactory(name string) informers.SharedInformerFactory {
+	return s.factory(s.byName, name, s.named)
+}
+
+// factory returns the factory of byKey at key, made with build and kept
+// there on first request.
+func (s *InformerSet) factory(byKey map[string]informers.SharedInformerFactory, key string, build func(string) informers.SharedInformerFactory) informers.SharedInformerFactory {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f, ok := s.byName[name]
+	f, ok := byKey[key]
 	if !ok {
-		f = s.named(name)
-		s.byName[name] = f
+		f = build(key)
+		byKey[key] = f
 	}
 	return f
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"time"
@@ -164,46 +165,22 @@ func (o Options) WithDefaults() Options {
 // withDefaults fills zero fields and rejects values the server cannot honour.
 func (o Options) withDefaults() (Options, error) {
 	d := DefaultOptions()
-	if o.Port == 0 {
-		o.Port = d.Port
-	}
-	if o.ServiceName == "" {
-		o.ServiceName = d.ServiceName
-	}
-	if o.SecretName == "" {
-		o.SecretName = d.SecretName
-	}
+	// cmp.Or keeps a set field, negative ones included: a negative grace
+	// period stays negative (no wait) rather than turning into 0, which a
+	// second pass (GetOptions, then New) would read as "default".
+	o.Port = cmp.Or(o.Port, d.Port)
+	o.ServiceName = cmp.Or(o.ServiceName, d.ServiceName)
+	o.SecretName = cmp.Or(o.SecretName, d.SecretName)
 	o.Keys = o.Keys.WithDefaults()
-	if o.TLSMinVersion == 0 {
-		o.TLSMinVersion = d.TLSMinVersion
-	}
-	// A negative grace period stays negative (no wait) rather than turning
-	// into 0, which a second pass (GetOptions, then New) would read as
-	// "default".
-	if o.GracePeriod == 0 {
-		o.GracePeriod = d.GracePeriod
-	}
-	if o.MaxRequestBodyBytes == 0 {
-		o.MaxRequestBodyBytes = d.MaxRequestBodyBytes
-	}
-	if o.ReadinessTimeout == 0 {
-		o.ReadinessTimeout = d.ReadinessTimeout
-	}
-	if o.Logger == nil {
-		o.Logger = d.Logger
-	}
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout = d.ReadTimeout
-	}
-	if o.MaxConnections == 0 {
-		o.MaxConnections = d.MaxConnections
-	}
-	if o.MaxAdmissionsInFlight == 0 {
-		o.MaxAdmissionsInFlight = d.MaxAdmissionsInFlight
-	}
-	if o.MaxInFlightMemory == 0 {
-		o.MaxInFlightMemory = d.MaxInFlightMemory
-	}
+	o.TLSMinVersion = cmp.Or(o.TLSMinVersion, d.TLSMinVersion)
+	o.GracePeriod = cmp.Or(o.GracePeriod, d.GracePeriod)
+	o.MaxRequestBodyBytes = cmp.Or(o.MaxRequestBodyBytes, d.MaxRequestBodyBytes)
+	o.ReadinessTimeout = cmp.Or(o.ReadinessTimeout, d.ReadinessTimeout)
+	o.Logger = cmp.Or(o.Logger, d.Logger)
+	o.ReadTimeout = cmp.Or(o.ReadTimeout, d.ReadTimeout)
+	o.MaxConnections = cmp.Or(o.MaxConnections, d.MaxConnections)
+	o.MaxAdmissionsInFlight = cmp.Or(o.MaxAdmissionsInFlight, d.MaxAdmissionsInFlight)
+	o.MaxInFlightMemory = cmp.Or(o.MaxInFlightMemory, d.MaxInFlightMemory)
 	var err error
 	if o.ObjectLimits, err = o.ObjectLimits.withDefaults(); err != nil {
 		return o, err

@@ -66,12 +66,8 @@ of the same version is among the binaries found.
 Flags:`)
 		fs.PrintDefaults()
 	}
-	if err := parse(fs, args, stderr); err != nil {
+	if err := parseFlagsOnly(fs, args, stderr); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bindkit controlplane: unexpected arguments %q\n", fs.Args())
-		return errUsage
 	}
 	releases := envtest.Releases()
 	if *minor != allMinors {

@@ -101,3 +101,16 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	}
 	return nil
 }
+
+// parseFlagsOnly is parse for a subcommand that takes flags and no
+// arguments: an argument is a usage error, named on stderr.
+func parseFlagsOnly(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bindkit %s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return errUsage
+	}
+	return nil
+}

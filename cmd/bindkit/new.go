@@ -122,12 +122,8 @@ the types.
 Flags:`)
 		flags.PrintDefaults()
 	}
-	if err := parse(flags, args, stderr); err != nil {
+	if err := parseFlagsOnly(flags, args, stderr); err != nil {
 		return err
-	}
-	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "bindkit new: unexpected arguments %q\n", flags.Args())
-		return errUsage
 	}
 	data, err := newScaffoldData(*module, *kind, *group)
 	if err != nil {

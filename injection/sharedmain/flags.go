@@ -1,6 +1,7 @@
 package sharedmain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -162,40 +163,21 @@ func defaultWebhookFlags() webhook.Options {
 
 func (f Flags) withDefaults() Flags {
 	d := DefaultFlags()
-	if f.WebhookPort == 0 {
-		f.WebhookPort = d.WebhookPort
-	}
-	if f.WebhookGracePeriod == 0 {
-		f.WebhookGracePeriod = d.WebhookGracePeriod
-	}
-	if f.ProbePort == 0 {
-		f.ProbePort = d.ProbePort
-	}
-
-	if f.KubeAPIQPS == 0 {
-		f.KubeAPIQPS = d.KubeAPIQPS
-	}
-	if f.KubeAPIBurst == 0 {
-		f.KubeAPIBurst = d.KubeAPIBurst
-	}
-	if f.ResyncPeriod == 0 {
-		f.ResyncPeriod = d.ResyncPeriod
-	}
-	for _, p := range []struct{ v, def *time.Duration }{
-		{&f.WebhookCAValidity, &d.WebhookCAValidity}, {&f.WebhookCARotateBefore, &d.WebhookCARotateBefore},
-		{&f.WebhookCertValidity, &d.WebhookCertValidity}, {&f.WebhookCertRotateBefore, &d.WebhookCertRotateBefore},
-	} {
-		if *p.v == 0 {
-			*p.v = *p.def
-		}
-	}
+	f.WebhookPort = cmp.Or(f.WebhookPort, d.WebhookPort)
+	f.WebhookGracePeriod = cmp.Or(f.WebhookGracePeriod, d.WebhookGracePeriod)
+	f.ProbePort = cmp.Or(f.ProbePort, d.ProbePort)
+	f.KubeAPIQPS = cmp.Or(f.KubeAPIQPS, d.KubeAPIQPS)
+	f.KubeAPIBurst = cmp.Or(f.KubeAPIBurst, d.KubeAPIBurst)
+	f.ResyncPeriod = cmp.Or(f.ResyncPeriod, d.ResyncPeriod)
+	f.WebhookCAValidity = cmp.Or(f.WebhookCAValidity, d.WebhookCAValidity)
+	f.WebhookCARotateBefore = cmp.Or(f.WebhookCARotateBefore, d.WebhookCARotateBefore)
+	f.WebhookCertValidity = cmp.Or(f.WebhookCertValidity, d.WebhookCertValidity)
+	f.WebhookCertRotateBefore = cmp.Or(f.WebhookCertRotateBefore, d.WebhookCertRotateBefore)
 	// The webhook package owns its defaults; the Logger stays Run's.
 	logger := f.Webhook.Logger
 	f.Webhook = f.Webhook.WithDefaults()
 	f.Webhook.Logger = logger
-	if f.MetricsAddress == "" {
-		f.MetricsAddress = d.MetricsAddress
-	}
+	f.MetricsAddress = cmp.Or(f.MetricsAddress, d.MetricsAddress)
 	return f
 }
 
