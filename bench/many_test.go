@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +46,9 @@ const manyDeployments = 3
 // beforehand with bindkit's duck code) and the status update, with
 // psbinding.DefaultPatchConcurrency namespaces at a time. It reports the
 // requests the kube-apiserver counted on deployments by verb and the
-// controller's peak RSS.
+// controller's peak RSS. With BINDKIT_BENCH_CPUPROFILE=<dir>, as for
+// BenchmarkBind, the controller's CPU profile of each timed part lands in
+// dir.
 func BenchmarkManyBindings(b *testing.B) {
 	sizes := []int{100}
 	if v := os.Getenv(manySizesEnv); v != "" {
@@ -60,7 +63,12 @@ func BenchmarkManyBindings(b *testing.B) {
 	}
 	env := startControlPlane(b, "../"+demo.CRDPath)
 	mb := &manyBench{bindBench: bindBench{env: env, kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config)}}
-	mb.binary = buildBinary(b, controllerPackage)
+	mb.profileDir = os.Getenv(cpuProfileEnv)
+	if mb.profileDir != "" {
+		mb.binary = buildBinary(b, profiledPackage)
+	} else {
+		mb.binary = buildBinary(b, controllerPackage)
+	}
 	port, err := testenv.FreePort()
 	if err != nil {
 		b.Fatal(err)
@@ -206,9 +214,18 @@ func (mb *manyBench) bindkit(b *testing.B, n int) {
 	for range b.N {
 		b.StopTimer()
 		_, namespaces := mb.setup(b, "many-bindkit-", n)
-		ctrl := startController(b, mb.env, mb.binary, mb.port)
+		var profile string
+		var extraEnv []string
+		if mb.profileDir != "" {
+			profile = filepath.Join(mb.profileDir, fmt.Sprintf("controller-many-n%d-%d.prof", n, time.Now().Unix()))
+			extraEnv = append(extraEnv, "BINDKIT_CPUPROFILE="+profile)
+		}
+		ctrl := startController(b, mb.env, mb.binary, mb.port, extraEnv...)
 		before := readRequestCounts(b, mb.kube)
 		c0 := ctrl.cpu()
+		if profile != "" {
+			toggleProfile(b, ctrl)
+		}
 		b.StartTimer()
 
 		err := forEach(namespaces, psbinding.DefaultPatchConcurrency, func(ns string) error {
@@ -222,6 +239,10 @@ func (mb *manyBench) bindkit(b *testing.B, n int) {
 		b.StopTimer()
 		m.client += ctrl.cpu() - c0
 		m.addRequests(readRequestCounts(b, mb.kube).sub(before))
+		if profile != "" {
+			toggleProfile(b, ctrl)
+			waitProfile(b, profile)
+		}
 		if err != nil {
 			b.Fatalf("bindkit: %v\ncontroller log:\n%s", err, ctrl.logTail())
 		}
