@@ -192,3 +192,24 @@ func BenchmarkIndexLookup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexBuild is the admission index's rebuild, which the
+// admission reconciler runs on every change of any Binding: n Bindings,
+// each a selector in its own namespace (many small Bindings).
+func BenchmarkIndexBuild(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		var bindings []testBinding
+		for i := range n {
+			ns := fmt.Sprintf("team-%04d", i)
+			bindings = append(bindings, bySelector(ns, "b", matchLabels("tier", "backend")))
+		}
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, errs := newIndex(bindings, subjectOfTest); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		})
+	}
+}
