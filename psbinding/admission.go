@@ -219,7 +219,9 @@ func (ac *AdmissionReconciler) Reconcile(ctx context.Context, _ string) error {
 	if !ac.IsLeader() {
 		return nil
 	}
-	return ac.reconcileConfiguration(ctx, bindings)
+	// The configuration covers what the index filed: a Binding admission
+	// never applies is never a reason to call the webhook.
+	return ac.reconcileConfiguration(ctx, ac.index.Load().filed)
 }
 
 // fieldManager is the field manager of the controller's writes:
@@ -394,23 +396,15 @@ func (ac *AdmissionReconciler) protected() []string {
 	return out
 }
 
-// scope returns the resources of every Binding's subject kind and the
-// namespaces where a Binding can apply: where it lives, unless its subject
-// leaves that namespace, its kind is not served, or the namespace is
-// protected. Both are sorted.
+// scope returns the resources of the subject kinds of bindings (those the
+// index filed: their subjects validate and stay in their namespaces) and
+// the namespaces where they apply: where each lives, unless its kind is
+// not served or the namespace is protected. Both are sorted.
 func (ac *AdmissionReconciler) scope(bindings []Bindable) ([]schema.GroupVersionResource, []string) {
 	protected := ac.protected()
 	var namespaces []string
-	var usable []Bindable
-	for _, b := range bindings {
-		ref, _, _ := subjectOfBindable(b)
-		if checkSubjectNamespace(b.GetNamespace(), b.GetName(), ref) != nil || ref.Validate() != nil {
-			continue // never applied, so never a reason to call the webhook
-		}
-		usable = append(usable, b)
-	}
-	resources, served := ac.subjectResources(usable)
-	for i, b := range usable {
+	resources, served := ac.subjectResources(bindings)
+	for i, b := range bindings {
 		if served[i] && !slices.Contains(protected, b.GetNamespace()) {
 			namespaces = append(namespaces, b.GetNamespace())
 		}

@@ -21,6 +21,9 @@ type index[B any] struct {
 	// scopes counts the Bindings of each subject kind and namespace, so the
 	// common case (no Binding anywhere near the request) is one map lookup.
 	scopes map[scopeKey]struct{}
+	// filed are the Bindings filed, in the order listed: those admission
+	// may apply, and so the only ones the webhook's scope needs to cover.
+	filed []B
 }
 
 // scopeKey is a subject kind in a namespace.
@@ -65,7 +68,9 @@ func newIndex[B any](bindings []B, subject subjectOf[B]) (*index[B], []error) {
 		}
 		if err := ix.add(b, ref, ns+"/"+name); err != nil {
 			errs = append(errs, fmt.Errorf("binding %s/%s: subject %s: %w", ns, name, ref, err))
+			continue
 		}
+		ix.filed = append(ix.filed, b)
 	}
 	for k, list := range ix.exact {
 		ix.exact[k] = sortIndexed(list)
@@ -74,7 +79,10 @@ func newIndex[B any](bindings []B, subject subjectOf[B]) (*index[B], []error) {
 }
 
 func (ix *index[B]) add(b B, ref tracker.Reference, order string) error {
-	if err := ref.Validate(); err != nil {
+	// One parse of the selector: the index is rebuilt on every change of
+	// any Binding, so this runs for every Binding that many times.
+	sel, err := ref.Parse()
+	if err != nil {
 		return err
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
@@ -87,10 +95,6 @@ func (ix *index[B]) add(b B, ref tracker.Reference, order string) error {
 		key := exactKey{scopeKey: scope, name: ref.Name}
 		ix.exact[key] = append(ix.exact[key], indexed[B]{binding: b, order: order})
 		return nil
-	}
-	sel, err := ref.LabelSelector()
-	if err != nil {
-		return err
 	}
 	set := ix.selectors[scope]
 	if set == nil {

@@ -58,6 +58,27 @@ func (r Reference) GroupVersionKind() (schema.GroupVersionKind, error) {
 
 // Validate reports every problem with r, joined, or nil when r is usable.
 func (r Reference) Validate() error {
+	_, err := r.validate()
+	return err
+}
+
+// Parse is Validate and LabelSelector in one, parsing the selector once:
+// what a caller that files many references (an admission index rebuilt
+// on every Binding change) uses.
+func (r Reference) Parse() (labels.Selector, error) {
+	sel, err := r.validate()
+	if err != nil {
+		return nil, err
+	}
+	if sel == nil {
+		return labels.Nothing(), nil
+	}
+	return sel, nil
+}
+
+// validate checks r and returns its parsed Selector (nil when r names one
+// object).
+func (r Reference) validate() (labels.Selector, error) {
 	var errs []error
 	if r.APIVersion == "" {
 		errs = append(errs, errors.New("apiVersion is required"))
@@ -67,17 +88,19 @@ func (r Reference) Validate() error {
 	if r.Kind == "" {
 		errs = append(errs, errors.New("kind is required"))
 	}
+	var sel labels.Selector
 	switch {
 	case r.Name == "" && r.Selector == nil:
 		errs = append(errs, errors.New("one of name and selector is required"))
 	case r.Name != "" && r.Selector != nil:
 		errs = append(errs, errors.New("name and selector are mutually exclusive"))
 	case r.Selector != nil:
-		if _, err := metav1.LabelSelectorAsSelector(r.Selector); err != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(r.Selector); err != nil {
 			errs = append(errs, fmt.Errorf("selector: %w", err))
 		}
 	}
-	return errors.Join(errs...)
+	return sel, errors.Join(errs...)
 }
 
 // LabelSelector returns Selector parsed, or labels.Nothing when r names one

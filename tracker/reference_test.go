@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -75,6 +76,19 @@ func TestReferenceValidate(t *testing.T) {
 			}
 			if diff := cmp.Diff([]string(nil), missing); diff != "" {
 				t.Errorf("Validate() = %q lacks fragments (-want +got):\n%s", err, diff)
+			}
+		})
+		t.Run(tc.name+"/Parse agrees", func(t *testing.T) {
+			sel, err := tc.ref.Parse()
+			if got, want := fmt.Sprint(err), fmt.Sprint(tc.ref.Validate()); got != want {
+				t.Fatalf("Parse() error = %s, want Validate's %s", got, want)
+			}
+			if err != nil {
+				return
+			}
+			want, _ := tc.ref.LabelSelector()
+			if sel.String() != want.String() || sel.Empty() != want.Empty() {
+				t.Errorf("Parse() selector = %q, want LabelSelector's %q", sel, want)
 			}
 		})
 	}
