@@ -19,16 +19,18 @@ func TestBindingEventHandlerIgnoresStatusOnlyUpdates(t *testing.T) {
 		name   string
 		change func(*envBinding)
 		want   bool
+		// wantIndex is whether IndexEventHandler passes the update on.
+		wantIndex bool
 	}{
 		{"status only", func(b *envBinding) {
 			b.ResourceVersion = "11"
 			b.Status.MarkBindingUnavailable("SubjectPatchFailed", "web: webhook unavailable")
-		}, false},
-		{"spec (generation)", func(b *envBinding) { b.Generation = 3 }, true},
-		{"deletion", func(b *envBinding) { b.DeletionTimestamp = &now }, true},
-		{"finalizers", func(b *envBinding) { b.Finalizers = []string{"x/y"} }, true},
-		{"annotations", func(b *envBinding) { b.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"} }, true},
-		{"labels", func(b *envBinding) { b.Labels = map[string]string{"team": "a"} }, true},
+		}, false, false},
+		{"spec (generation)", func(b *envBinding) { b.Generation = 3 }, true, true},
+		{"deletion", func(b *envBinding) { b.DeletionTimestamp = &now }, true, true},
+		{"finalizers", func(b *envBinding) { b.Finalizers = []string{"x/y"} }, true, false},
+		{"annotations", func(b *envBinding) { b.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"} }, true, true},
+		{"labels", func(b *envBinding) { b.Labels = map[string]string{"team": "a"} }, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,7 +42,22 @@ func TestBindingEventHandlerIgnoresStatusOnlyUpdates(t *testing.T) {
 			if (len(got) == 1) != tc.want {
 				t.Errorf("enqueued %v, want enqueue %v", got, tc.want)
 			}
+			var passed int
+			IndexEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { passed++ }}).OnUpdate(old, updated)
+			if (passed == 1) != tc.wantIndex {
+				t.Errorf("IndexEventHandler passed on %d updates, want passed on %v", passed, tc.wantIndex)
+			}
 		})
+	}
+	var index []string
+	ih := IndexEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { index = append(index, "add "+obj.(*envBinding).Name) },
+		DeleteFunc: func(obj any) { index = append(index, "delete "+obj.(cache.DeletedFinalStateUnknown).Key) },
+	})
+	ih.OnAdd(base(), false)
+	ih.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/gh", Obj: base()})
+	if diff := cmp.Diff([]string{"add gh", "delete ns/gh"}, index); diff != "" {
+		t.Errorf("IndexEventHandler's add and delete (-want +got):\n%s", diff)
 	}
 	var got []string
 	h := BindingEventHandler(func(obj any) { got = append(got, obj.(*envBinding).Name) })

@@ -39,24 +39,49 @@ func SubjectEventHandler(t tracker.Interface, onError func(error)) cache.Resourc
 // the status itself, and a reconcile per status write would turn every
 // failing Binding into a loop that no backoff slows down.
 func BindingEventHandler(enqueue func(obj any)) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
-		UpdateFunc: func(oldObj, newObj any) {
-			o, err1 := meta.Accessor(oldObj)
-			n, err2 := meta.Accessor(newObj)
-			if err1 != nil || err2 != nil || o.GetGeneration() != n.GetGeneration() ||
-				!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
-				!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
-				!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
-				enqueue(newObj)
-			}
-		},
+	return bindingEvents{next: cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, newObj any) { enqueue(newObj) },
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
 			enqueue(obj)
 		},
+	}, finalizers: true}
+}
+
+// IndexEventHandler passes on to h the Binding events that can change what
+// admission does: adds, deletes, and updates of the generation, the
+// deletion timestamp, labels or annotations. Updates of the status or the
+// finalizers alone, which the reconciler writes for every Binding it
+// binds, are not: the admission index is rebuilt from all the Bindings on
+// each event passed on, so with a thousand Bindings every event skipped
+// saves a rebuild over all of them. Give it to a GetListAll in place of
+// the handler it would register.
+func IndexEventHandler(h cache.ResourceEventHandler) cache.ResourceEventHandler {
+	return bindingEvents{next: h}
+}
+
+// bindingEvents passes adds and deletes on to next, and the updates that
+// change a Binding's generation, deletion timestamp, labels, annotations
+// or, when finalizers is set, finalizers.
+type bindingEvents struct {
+	next       cache.ResourceEventHandler
+	finalizers bool
+}
+
+func (e bindingEvents) OnAdd(obj any, isInInitialList bool) { e.next.OnAdd(obj, isInInitialList) }
+func (e bindingEvents) OnDelete(obj any)                    { e.next.OnDelete(obj) }
+
+func (e bindingEvents) OnUpdate(oldObj, newObj any) {
+	o, err1 := meta.Accessor(oldObj)
+	n, err2 := meta.Accessor(newObj)
+	if err1 != nil || err2 != nil || o.GetGeneration() != n.GetGeneration() ||
+		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
+		(e.finalizers && !slices.Equal(o.GetFinalizers(), n.GetFinalizers())) ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+		e.next.OnUpdate(oldObj, newObj)
 	}
 }
 

@@ -92,7 +92,9 @@ func newAdmissionController(ctx context.Context, name, path string, gla psbindin
 	var impl *controller.Impl
 	// Handlers run once informers start, after impl is set below.
 	reprogram := controller.HandleAll(func(any) { impl.EnqueueKey(name) })
-	cfg.ListAll = gla(ctx, reprogram)
+	// Only the Binding events that can change what admission does: each
+	// one costs a rebuild of the index over every Binding.
+	cfg.ListAll = gla(ctx, psbinding.IndexEventHandler(reprogram))
 	ac, err := psbinding.NewAdmissionReconciler(cfg)
 	if err != nil {
 		panic(err)
