@@ -136,8 +136,10 @@ type Impl struct {
 	aware      LeaderAware // reconciler, when it is LeaderAware
 	logger     *zap.Logger
 	opts       options
-	// observer is ControllerOptions.Observer, else taken from Run's
-	// context before the workers start; nil when neither has one.
+	// configured is ControllerOptions.Observer; never written after New.
+	configured Observer
+	// observer is configured, else taken from Run's context before the
+	// workers start; nil when neither has one.
 	observer Observer
 
 	mu sync.Mutex
@@ -187,7 +189,7 @@ func New(r Reconciler, opts ControllerOptions) (*Impl, error) {
 		aware:      aware,
 		logger:     logger.With(zap.String("controller", opts.WorkQueueName)),
 		opts:       o,
-		observer:   opts.Observer,
+		configured: opts.Observer,
 		pending:    map[string]time.Time{},
 	}, nil
 }
@@ -224,10 +226,10 @@ func (i *Impl) Run(ctx context.Context, workers int) error {
 	if workers < 1 {
 		return fmt.Errorf("controller %s: workers must be at least 1, got %d", i.name, workers)
 	}
-	if i.observer != nil {
+	if i.configured != nil {
 		// Reconciles find the Impl's observer where they find the
 		// process's: in their context.
-		ctx = WithObserver(ctx, i.observer)
+		ctx = WithObserver(ctx, i.configured)
 	}
 	q, err := i.startQueue(ObserverFrom(ctx))
 	if err != nil {
