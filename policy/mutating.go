@@ -2,9 +2,11 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -16,10 +18,17 @@ import (
 // declarative.Spec it computed, for the policy to read as params.
 const DefaultDeclaredPath = "status.declared"
 
-// ExcludeLabel opts a subject out of every Binding (psbinding.ExcludeLabel;
-// repeated here, as a string the policy's CEL compares with, so this
-// package does not import psbinding).
-const ExcludeLabel = "bindings.bindkit.dev/exclude"
+// The labels and the annotation the policy's CEL reads and writes,
+// repeated here as strings so this package does not import psbinding and
+// duck: ExcludeLabel opts a subject or a namespace out of every Binding
+// (psbinding.ExcludeLabel), IncludeLabel opts a namespace in under
+// inclusion (psbinding.IncludeLabel), BoundAnnotation records which
+// Bindings bound a subject (duck.BoundAnnotation).
+const (
+	ExcludeLabel    = "bindings.bindkit.dev/exclude"
+	IncludeLabel    = "bindings.bindkit.dev/include"
+	BoundAnnotation = "bindings.bindkit.dev/bound"
+)
 
 // WorkloadShape is a subject resource and the path of its pod spec.
 type WorkloadShape struct {
@@ -43,12 +52,30 @@ func DefaultWorkloadShapes() []WorkloadShape {
 // policy applies. Resource and Kind are required; zero paths and shapes
 // take the defaults above, the zero Name is MutatingPolicyName(Resource).
 type MutatingPolicyOptions struct {
-	Resource     schema.GroupVersionResource
-	Kind         string
-	SubjectPath  string
+	// Resource and Kind are the Bindings' resource and kind.
+	Resource schema.GroupVersionResource
+	Kind     string
+	// SubjectPath is the dotted path of the Binding's tracker.Reference.
+	// Default: DefaultSubjectPath.
+	SubjectPath string
+	// DeclaredPath is where the Binding publishes its declarative.Spec.
+	// Default: DefaultDeclaredPath.
 	DeclaredPath string
-	Shapes       []WorkloadShape
-	Name         string
+	// Shapes are the subject resources and where their pod spec is.
+	// Default: DefaultWorkloadShapes.
+	Shapes []WorkloadShape
+	// Name names the policy and its binding. Default:
+	// MutatingPolicyName(Resource.GroupResource()).
+	Name string
+	// ExcludedNamespaces are never admitted in, whatever their Bindings
+	// say, as the webhook is never called there: the process's system
+	// namespace and, unless the operator allows them, the kube-*
+	// namespaces. Default: none.
+	ExcludedNamespaces []string
+	// Inclusion admits only in namespaces labelled IncludeLabel=true
+	// (psbinding.InclusionMode); by default every namespace but those
+	// labelled ExcludeLabel=true.
+	Inclusion bool
 }
 
 // MutatingPolicyName is the default name of a kind's mutating policy and
@@ -67,10 +94,20 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 // container the Spec does not add, volumes, containers and init containers
 // by name. Objects labelled ExcludeLabel=true are not matched.
 //
-// Not expressed, left to the webhook or the reconciler (documented in
-// README): selectors with matchExpressions (such a Binding matches
-// nothing here), envFrom (an atomic list), InitContainersToo, the bound
-// annotation, and undoing a Binding the subject no longer matches.
+// The binding's match resources keep the policy out of
+// ExcludedNamespaces and of namespaces opted out (or not opted in), and a
+// Binding whose subject names another namespace matches nothing, as on the
+// webhook's path. A match also records the Binding, at its generation, in
+// the subject's BoundAnnotation, as the webhook does, so the reconciler
+// knows what to undo.
+//
+// Not expressed, left to the reconciler (documented in README): selectors
+// with matchExpressions (such a Binding matches nothing here; the
+// reconciler binds its subjects after they are created), envFrom (an
+// atomic list the kube-apiserver cannot merge), a Binding being deleted
+// (the webhook undoes it on a subject's update; here its finalizer's
+// reconcile does), and undoing a Binding the subject records but no
+// longer matches.
 func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding, error) {
 	gvr := opts.Resource
 	if gvr.Group == "" || gvr.Version == "" || gvr.Resource == "" || opts.Kind == "" {
@@ -100,11 +137,19 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 		{Name: "declared", Expression: "has(" + d + ") ? " + d + " : {}"},
 		{Name: "matches", Expression: "!has(params.metadata.deletionTimestamp) && has(" + s + ") && " +
 			s + ".apiVersion == object.apiVersion && " + s + ".kind == object.kind && " +
+			// Namespace isolation: a subject naming another namespace binds nothing.
+			"(!has(" + s + ".namespace) || " + s + ".namespace == '' || " + s + ".namespace == params.metadata.namespace) && " +
 			"(has(" + s + ".name) && " + s + ".name != '' ? " + s + ".name == object.metadata.name : " +
 			"has(" + s + ".selector) && (!has(" + s + ".selector.matchExpressions) || size(" + s + ".selector.matchExpressions) == 0) && " +
 			"(!has(" + s + ".selector.matchLabels) || " + s + ".selector.matchLabels.all(k, has(object.metadata.labels) && k in object.metadata.labels && object.metadata.labels[k] == " + s + ".selector.matchLabels[k])))"},
 		{Name: "added", Expression: "(has(variables.declared.containers) ? variables.declared.containers : []).map(c, c.name) + " +
 			"(has(variables.declared.initContainers) ? variables.declared.initContainers : []).map(c, c.name)"},
+		// The bound annotation as the webhook writes it (duck.Bound.String):
+		// this Binding's entry, at its generation, among the others, sorted.
+		{Name: "boundEntry", Expression: "'" + gvr.GroupResource().String() + "/' + params.metadata.name + ':' + string(params.metadata.generation)"},
+		{Name: "boundOthers", Expression: "(has(object.metadata.annotations) && '" + BoundAnnotation + "' in object.metadata.annotations ? " +
+			"object.metadata.annotations['" + BoundAnnotation + "'].split(',') : []).map(e, e.trim())" +
+			".filter(e, e != '' && !e.startsWith('" + gvr.GroupResource().String() + "/' + params.metadata.name + ':'))"},
 	}
 	var rules []admissionregistrationv1.NamedRuleWithOperations
 	var mutations []admissionregistrationv1.Mutation
@@ -122,6 +167,13 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 			ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: podSpecApply(sh, path)},
 		})
 	}
+	mutations = append(mutations, admissionregistrationv1.Mutation{
+		PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+		ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: "variables.matches ? " +
+			"Object{metadata: Object.metadata{annotations: {'" + BoundAnnotation + "': " +
+			"(variables.boundOthers.filter(e, e < variables.boundEntry) + [variables.boundEntry] + " +
+			"variables.boundOthers.filter(e, e > variables.boundEntry)).join(',')}}} : Object{}"},
+	})
 	fail, ifNeeded := admissionregistrationv1.Fail, admissionregistrationv1.IfNeededReinvocationPolicy
 	allow := admissionregistrationv1.AllowAction
 	labels := map[string]string{ManagedByLabel: "bindkit"}
@@ -144,11 +196,29 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 	b := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
-			PolicyName: name,
-			ParamRef:   &admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{}, ParameterNotFoundAction: &allow},
+			PolicyName:     name,
+			ParamRef:       &admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{}, ParameterNotFoundAction: &allow},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: namespaceSelector(opts)},
 		},
 	}
 	return m, b, nil
+}
+
+// namespaceSelector is where the webhook would be called: not in the
+// excluded namespaces, and not in a namespace opted out (or, under
+// inclusion, only in one opted in).
+func namespaceSelector(opts MutatingPolicyOptions) *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{}
+	if excluded := slices.Sorted(slices.Values(opts.ExcludedNamespaces)); len(excluded) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: slices.Compact(excluded)})
+	}
+	if opts.Inclusion {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: IncludeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}})
+	} else {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: ExcludeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}})
+	}
+	return sel
 }
 
 // podSpecApply is the apply configuration of one shape: Object{} (nothing)
@@ -159,10 +229,16 @@ func podSpecApply(sh WorkloadShape, path string) string {
 	list := func(field string) string {
 		return "(has(variables.declared." + field + ") ? variables.declared." + field + " : [])"
 	}
-	containers := "(has(" + obj + ".containers) ? " + obj + ".containers : []).filter(c, !(c.name in variables.added))" +
-		".map(c, " + typ + ".containers{name: c.name, env: " + list("env") + ", volumeMounts: " + list("volumeMounts") + "})" +
-		" + " + list("containers")
-	inner := "containers: " + containers + ", initContainers: " + list("initContainers") + ", volumes: " + list("volumes")
+	// The workload's own containers (not those the Spec adds) get the env
+	// entries and mounts; its init containers too when the Spec says so.
+	own := func(field string) string {
+		return "(has(" + obj + "." + field + ") ? " + obj + "." + field + " : []).filter(c, !(c.name in variables.added))" +
+			".map(c, " + typ + "." + field + "{name: c.name, env: " + list("env") + ", volumeMounts: " + list("volumeMounts") + "})"
+	}
+	containers := own("containers") + " + " + list("containers")
+	initContainers := "(has(variables.declared.initContainersToo) && variables.declared.initContainersToo ? " + own("initContainers") + " : [])" +
+		" + " + list("initContainers")
+	inner := "containers: " + containers + ", initContainers: " + initContainers + ", volumes: " + list("volumes")
 	fields := strings.Split(path, ".")
 	out := inner
 	for i := len(fields) - 1; i >= 0; i-- {

@@ -4,9 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/client-go/kubernetes/fake"
-
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/bindkit/bindkit/policy"
 )
@@ -33,8 +35,40 @@ func TestMutatingPolicyRefusesBadOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Name != "bind.envbindings.bindings.example.com" || b.Spec.PolicyName != m.Name || len(m.Spec.Mutations) != len(policy.DefaultWorkloadShapes()) {
+	// One mutation per shape, and the bound annotation.
+	if m.Name != "bind.envbindings.bindings.example.com" || b.Spec.PolicyName != m.Name || len(m.Spec.Mutations) != len(policy.DefaultWorkloadShapes())+1 {
 		t.Errorf("policy %s (%d mutations), binding of %s", m.Name, len(m.Spec.Mutations), b.Spec.PolicyName)
+	}
+}
+
+// TestMutatingPolicyNamespaceSelector checks where the binding lets the
+// policy act: as the webhook, never in the excluded namespaces, and by the
+// namespace opt-out or opt-in labels.
+func TestMutatingPolicyNamespaceSelector(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "bindings.example.com", Version: "v1", Resource: "envbindings"}
+	notExcluded := metav1.LabelSelectorRequirement{Key: policy.ExcludeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}}
+	for _, tc := range []struct {
+		name string
+		opts policy.MutatingPolicyOptions
+		want *metav1.LabelSelector
+	}{
+		{"defaults", policy.MutatingPolicyOptions{}, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notExcluded}}},
+		{"excluded namespaces, sorted, once each", policy.MutatingPolicyOptions{ExcludedNamespaces: []string{"kube-system", "bindkit-system", "kube-system"}},
+			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"bindkit-system", "kube-system"}}, notExcluded}}},
+		{"inclusion", policy.MutatingPolicyOptions{Inclusion: true},
+			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: policy.IncludeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Resource, tc.opts.Kind = gvr, "EnvBinding"
+			_, b, err := policy.MutatingPolicy(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, b.Spec.MatchResources.NamespaceSelector); diff != "" {
+				t.Errorf("namespaceSelector (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

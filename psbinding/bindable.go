@@ -24,6 +24,20 @@ type Bindable interface {
 	Undo(ctx context.Context, wp *duck.WithPod)
 }
 
+// StatusPublisher is a Bindable that publishes in its status something it
+// computes from its spec, for others to read: a declarative Binding
+// publishes its declarative.Spec there, which the kube-apiserver's
+// MutatingAdmissionPolicy applies (package policy).
+//
+// The reconciler calls PublishStatus on its copy of the Binding once per
+// reconcile, before it reconciles the subjects, and writes the status
+// afterwards with the rest of it (only when it changed, so a publication
+// that gives the same value costs no write). It is not called for a
+// Binding being deleted. A panic in it is contained like one in Do.
+type StatusPublisher interface {
+	PublishStatus()
+}
+
 // Mutation is the signature of Do and Undo.
 type Mutation func(context.Context, *duck.WithPod)
 

@@ -266,7 +266,10 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	// The generation first: conditions record the generation they describe.
 	status.SetObservedGeneration(b.GetGeneration())
 	status.InitializeConditions()
-	reconcileErr := r.reconcileBinding(ctx, b)
+	reconcileErr := r.publishStatus(b)
+	if reconcileErr == nil {
+		reconcileErr = r.reconcileBinding(ctx, b)
+	}
 	logPanic(ctx, reconcileErr)
 	if ctx.Err() != nil {
 		// Demoted, or shutting down: another replica (or this one, later)
@@ -278,6 +281,21 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 		return errors.Join(reconcileErr, err)
 	}
 	return reconcileErr
+}
+
+// publishStatus lets a StatusPublisher publish; a panic marks the Binding
+// not Ready, as one in Do does, and is not retried.
+func (r *BaseReconciler) publishStatus(b Bindable) error {
+	p, ok := b.(StatusPublisher)
+	if !ok {
+		return nil
+	}
+	err := contain(b, "PublishStatus", "", p.PublishStatus)
+	if err != nil {
+		b.GetBindingStatus().MarkBindingUnavailable(ReasonBindingPanicked, err.Error())
+		return controller.NewPermanentError(err)
+	}
+	return nil
 }
 
 // warn records a Warning event on the Binding, unless err is a conflict

@@ -64,12 +64,12 @@ func NewAdmissionController(ctx context.Context, name, path string, gla psbindin
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	return newAdmissionController(ctx, name, path, gla, cfg)
+	return newAdmissionController(ctx, name, path, gla, cfg, nil)
 }
 
 // newAdmissionController completes cfg, whose Settings and options the
 // caller chose, with what ctx holds, and returns the Impl.
-func newAdmissionController(ctx context.Context, name, path string, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig) *controller.Impl {
+func newAdmissionController(ctx context.Context, name, path string, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, wrap func(*psbinding.AdmissionReconciler) controller.Reconciler) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	systemNamespace := injection.SystemNamespace(ctx)
 	settings := webhook.GetOptions(ctx)
@@ -99,7 +99,11 @@ func newAdmissionController(ctx context.Context, name, path string, gla psbindin
 	if err != nil {
 		panic(err)
 	}
-	impl = controller.NewImpl(ac, logger, name)
+	var r controller.Reconciler = ac
+	if wrap != nil {
+		r = wrap(ac)
+	}
+	impl = controller.NewImpl(r, logger, name)
 	secrets.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: controller.FilterWithName(cfg.SecretName),
 		Handler:    reprogram,

@@ -114,8 +114,17 @@ type Kind struct {
 	Controller func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
 	// Webhook builds the admission controller that binds subjects as they
 	// are created or updated and programs the webhook configuration
-	// (NewAdmissionController).
+	// (NewAdmissionController). For a Declarative kind it may instead
+	// program a MutatingAdmissionPolicy and take the webhook out of the
+	// path, when the process allows it (policy.AdmissionFrom) and the
+	// kube-apiserver serves it.
 	Webhook func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
+
+	// Declarative reports a kind whose Go type declares what it adds
+	// (declarative.Declarer): Webhook then admits its subjects by
+	// MutatingAdmissionPolicy where it can (see package policy), by the
+	// webhook otherwise, and logs which.
+	Declarative bool
 
 	// GVR is the Bindings' resource.
 	GVR schema.GroupVersionResource
@@ -152,7 +161,9 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 		WebhookPath:              cmp.Or(opts.WebhookPath, "/"+gvr.Resource),
 	}
 	b.WebhookName = cmp.Or(opts.WebhookName, b.WebhookConfigurationName)
-	if err := b.validate(opts); err != nil {
+	declarativeKind, declErr := isDeclarative[PT]()
+	b.Declarative = declarativeKind
+	if err := errors.Join(b.validate(opts), declErr); err != nil {
 		return nil, fmt.Errorf("wiring: %s (%s): %w", kind, gvr.GroupResource(), err)
 	}
 
@@ -216,11 +227,16 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 			inf.Informer().AddEventHandler(handler)
 			return listAll(inf.Lister())
 		}
-		return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, psbinding.AdmissionConfig{
+		if declarativeKind {
+			if impl := b.policyAdmission(ctx, opts); impl != nil {
+				return impl
+			}
+		}
+		return b.webhookAdmission(ctx, gla, psbinding.AdmissionConfig{
 			Settings:         settings,
 			WebhookName:      b.WebhookName,
 			CallOnOwnPatches: opts.CallOnOwnPatches,
-		})
+		}, declarativeKind)
 	}
 	return b, nil
 }

@@ -20,7 +20,10 @@
 // --webhook-max-volume-mounts, --webhook-max-patch-bytes), its optional
 // client authentication (--webhook-client-ca), --kube-api-qps,
 // --kube-api-burst, --resync-period, --uninstall, which removes what
-// bindkit did instead of running the controllers, and --metrics-address;
+// bindkit did instead of running the controllers, --declarative-admission
+// (whether declarative Binding kinds are admitted by a
+// MutatingAdmissionPolicy, "policy", the default, or by the webhook) and
+// --metrics-address;
 // each is a field of Flags), stops
 // on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped

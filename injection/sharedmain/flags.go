@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/bindkit/bindkit/certificates"
+	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -119,6 +120,14 @@ type Flags struct {
 	// context (webhook.WithOptions) or the webhook package's defaults.
 	Webhook webhook.Options
 
+	// DeclarativeAdmission is how the subjects of declarative Binding kinds
+	// (package declarative) are admitted (--declarative-admission, default
+	// policy.ByPolicy): "policy", by a MutatingAdmissionPolicy the
+	// kube-apiserver applies, where it serves one (the webhook otherwise);
+	// "webhook", by the webhook, as every other kind. A process whose kinds
+	// are all admitted by policy runs no webhook server.
+	DeclarativeAdmission policy.Admission
+
 	// MetricsAddress is where the process serves its Prometheus metrics
 	// over HTTP at /metrics, as host:port (--metrics-address, default
 	// DefaultMetricsAddress). MetricsOff turns the endpoint off, as an
@@ -149,6 +158,7 @@ func DefaultFlags() Flags {
 		WebhookCertValidity:     certificates.DefaultServingValidity,
 		WebhookCertRotateBefore: certificates.DefaultServingRotateBefore,
 		Webhook:                 defaultWebhookFlags(),
+		DeclarativeAdmission:    policy.ByPolicy,
 		MetricsAddress:          DefaultMetricsAddress,
 	}
 }
@@ -173,6 +183,7 @@ func (f Flags) withDefaults() Flags {
 	f.WebhookCARotateBefore = cmp.Or(f.WebhookCARotateBefore, d.WebhookCARotateBefore)
 	f.WebhookCertValidity = cmp.Or(f.WebhookCertValidity, d.WebhookCertValidity)
 	f.WebhookCertRotateBefore = cmp.Or(f.WebhookCertRotateBefore, d.WebhookCertRotateBefore)
+	f.DeclarativeAdmission = cmp.Or(f.DeclarativeAdmission, d.DeclarativeAdmission)
 	// The webhook package owns its defaults; the Logger stays Run's.
 	logger := f.Webhook.Logger
 	f.Webhook = f.Webhook.WithDefaults()
@@ -245,6 +256,12 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	fs.BoolVar(&f.Uninstall, "uninstall", false, "remove what bindkit did and exit: stop the webhook from being called, unbind every subject, "+
 		"release every Binding's finalizer; run it after deleting the controller's Deployment, before deleting the rest of the installation")
 
+	fs.Func("declarative-admission", `how subjects of declarative Binding kinds are admitted: "policy", by a MutatingAdmissionPolicy the kube-apiserver applies `+
+		`(the webhook where it serves none), or "webhook" (default "policy")`, func(s string) error {
+		f.DeclarativeAdmission = policy.Admission(s)
+		return f.DeclarativeAdmission.Validate()
+	})
+
 	// Observability.
 	fs.StringVar(&f.MetricsAddress, "metrics-address", f.MetricsAddress, "host:port where Prometheus metrics are served over HTTP at /metrics; empty turns them off")
 
@@ -316,6 +333,9 @@ func (f Flags) validate() error {
 	}
 	if err := validateMetricsAddress(f.MetricsAddress); err != nil {
 		errs = append(errs, err)
+	}
+	if err := f.DeclarativeAdmission.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--declarative-admission: %w", err))
 	}
 	return errors.Join(errs...)
 }

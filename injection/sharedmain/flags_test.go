@@ -21,6 +21,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/bindkit/bindkit/injection/injectiontest"
+	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -39,7 +40,8 @@ func TestParseFlags(t *testing.T) {
 				"--webhook-grace-period=2s", "--probe-port=9090",
 				"--kube-api-qps=50.5", "--kube-api-burst=75", "--resync-period=1h",
 				"--webhook-ca-validity=10h", "--webhook-ca-rotate-before=5h", "--webhook-cert-validity=3h",
-				"--webhook-cert-rotate-before=1h", "--webhook-kube-namespaces", "--metrics-address=127.0.0.1:9091"},
+				"--webhook-cert-rotate-before=1h", "--webhook-kube-namespaces", "--metrics-address=127.0.0.1:9091",
+				"--declarative-admission=webhook"},
 			want: Flags{
 				Kubeconfig: "/k", Server: "https://api:6443", DisableHA: true,
 				WebhookAddress: "127.0.0.1", WebhookPort: 9443,
@@ -48,10 +50,12 @@ func TestParseFlags(t *testing.T) {
 				KubeAPIQPS: 50.5, KubeAPIBurst: 75, ResyncPeriod: time.Hour,
 				WebhookCAValidity: 10 * time.Hour, WebhookCARotateBefore: 5 * time.Hour,
 				WebhookCertValidity: 3 * time.Hour, WebhookCertRotateBefore: time.Hour, WebhookKubeNamespaces: true,
-				Webhook:        DefaultFlags().Webhook,
-				MetricsAddress: "127.0.0.1:9091",
+				Webhook:              DefaultFlags().Webhook,
+				DeclarativeAdmission: policy.ByWebhook,
+				MetricsAddress:       "127.0.0.1:9091",
 			},
 		},
+		{name: "declarative admission neither policy nor webhook", args: []string{"--declarative-admission=cel"}, wantErr: `declarative admission "cel": want "policy" or "webhook"`},
 		{
 			name: "metrics off",
 			args: []string{"--metrics-address="},
@@ -200,7 +204,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"webhook-max-in-flight-memory": "64Mi", "webhook-max-request-body-bytes": "1M", "webhook-max-object-depth": "20",
 		"webhook-max-containers": "4", "webhook-max-volumes": "5", "webhook-max-env": "6", "webhook-max-volume-mounts": "7",
 		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt",
-		"metrics-address": "127.0.0.1:9091", "uninstall": "true",
+		"metrics-address": "127.0.0.1:9091", "uninstall": "true", "declarative-admission": "webhook",
 	}
 	var args, names []string
 	for _, line := range strings.Split(usage.String(), "\n") {

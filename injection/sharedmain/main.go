@@ -22,6 +22,7 @@ import (
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/controller/logging"
 	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -188,6 +189,7 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 
 	wopts := webhookOptions(ictx, p.flags, logger)
 	ictx = webhook.WithOptions(ictx, wopts)
+	ictx = policy.WithAdmission(ictx, p.flags.DeclarativeAdmission)
 	impls, err := construct(ictx, cmw, ctors)
 	if err != nil {
 		return err

@@ -1,0 +1,93 @@
+package declarative
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/bindkit/bindkit/duck"
+)
+
+// Declarer is a declarative Binding: it computes from itself the Spec of
+// what it adds to its subjects. A Binding kind that implements it, with
+// Do and Undo delegating to the Spec and PublishStatus publishing it
+// (Status.Publish), may be admitted by the kube-apiserver's
+// MutatingAdmissionPolicy instead of the webhook (wiring.New decides).
+//
+// Declare must be a pure function of the Binding: the reconciler, the
+// webhook and the policy (from what PublishStatus published) must all see
+// the same Spec for the same generation.
+type Declarer interface {
+	Declare() Spec
+}
+
+// Status is the status of a declarative Binding: the duck status every
+// Binding has, and the Spec the Binding last published, which the
+// MutatingAdmissionPolicy reads (policy.DefaultDeclaredPath).
+type Status struct {
+	duck.Status `json:",inline"`
+
+	// Declared is what the Binding adds to its subjects, as computed by the
+	// controller from its spec; the kube-apiserver applies it at admission.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Declared *Spec `json:"declared,omitempty"`
+}
+
+// Publish records spec as the Declared Spec. A Binding kind's
+// PublishStatus (psbinding.StatusPublisher) is one line:
+//
+//	func (b *SinkBinding) PublishStatus() { b.Status.Publish(b.Declare()) }
+func (s *Status) Publish(spec Spec) { s.Declared = &spec }
+
+// DeepCopyInto copies s into out, deeply.
+func (s *Status) DeepCopyInto(out *Status) {
+	*out = *s
+	s.Status.DeepCopyInto(&out.Status)
+	if s.Declared != nil {
+		out.Declared = s.Declared.DeepCopy()
+	}
+}
+
+// DeepCopy returns a deep copy of s.
+func (s *Status) DeepCopy() *Status {
+	if s == nil {
+		return nil
+	}
+	out := new(Status)
+	s.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyInto copies s into out, deeply.
+func (s *Spec) DeepCopyInto(out *Spec) {
+	*out = *s
+	out.Env = copyEach(s.Env, (*corev1.EnvVar).DeepCopyInto)
+	out.EnvFrom = copyEach(s.EnvFrom, (*corev1.EnvFromSource).DeepCopyInto)
+	out.VolumeMounts = copyEach(s.VolumeMounts, (*corev1.VolumeMount).DeepCopyInto)
+	out.Volumes = copyEach(s.Volumes, (*corev1.Volume).DeepCopyInto)
+	out.InitContainers = copyEach(s.InitContainers, (*corev1.Container).DeepCopyInto)
+	out.Containers = copyEach(s.Containers, (*corev1.Container).DeepCopyInto)
+}
+
+// DeepCopy returns a deep copy of s.
+func (s *Spec) DeepCopy() *Spec {
+	if s == nil {
+		return nil
+	}
+	out := new(Spec)
+	s.DeepCopyInto(out)
+	return out
+}
+
+// copyEach deep-copies in element by element; nil stays nil.
+func copyEach[E any](in []E, copyInto func(*E, *E)) []E {
+	if in == nil {
+		return nil
+	}
+	out := make([]E, len(in))
+	for i := range in {
+		copyInto(&in[i], &out[i])
+	}
+	return out
+}

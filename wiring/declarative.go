@@ -1,0 +1,146 @@
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/controller/logging"
+	"github.com/bindkit/bindkit/declarative"
+	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/policy"
+	"github.com/bindkit/bindkit/psbinding"
+)
+
+// isDeclarative reports whether the Binding kind whose Go type is PT
+// declares what it adds (declarative.Declarer), and checks that it
+// publishes it: without a PublishStatus, the policy would read nothing.
+func isDeclarative[PT any]() (bool, error) {
+	var b PT
+	if _, ok := any(b).(declarative.Declarer); !ok {
+		return false, nil
+	}
+	if _, ok := any(b).(psbinding.StatusPublisher); !ok {
+		return true, fmt.Errorf("%v is a declarative.Declarer but not a psbinding.StatusPublisher: "+
+			"add PublishStatus, publishing Declare() in a declarative.Status (b.Status.Publish(b.Declare())), so that the admission policy can read it",
+			reflect.TypeFor[PT]())
+	}
+	return true, nil
+}
+
+// policyAdmission returns the admission controller of a declarative kind
+// that the kube-apiserver admits by MutatingAdmissionPolicy, or nil, after
+// logging why, when this one cannot be: the process chose the webhook
+// (policy.ByWebhook), the kube-apiserver does not serve the policy, or the
+// kind binds custom shapes the policy does not know. The Impl keeps the
+// policy and its binding programmed and the kind's webhook out of the path
+// (policy.WebhookOff); its Reconciler is no webhook.Admitter, so a process
+// whose kinds are all admitted so runs no webhook server and needs no
+// certificates.
+func (b *Kind) policyAdmission(ctx context.Context, opts Options) *controller.Impl {
+	logger := logging.FromContext(ctx).With(zap.String("kind", b.GVK.Kind), zap.String("resource", b.GVR.GroupResource().String()))
+	switch {
+	case policy.AdmissionFrom(ctx) == policy.ByWebhook:
+		logger.Info("admission by webhook: the process admits declarative kinds by webhook (--declarative-admission=webhook)")
+		return nil
+	case !reflect.ValueOf(opts.Shapes).IsZero():
+		logger.Info("admission by webhook: the kind binds custom shapes (Options.Shapes), which the admission policy does not know")
+		return nil
+	}
+	kube := injection.KubeClient(ctx)
+	served, err := policy.MutatingPoliciesServed(kube.Discovery())
+	if err != nil {
+		panic(fmt.Errorf("%s: choose how to admit: %w", b.GVK.Kind, err))
+	}
+	if !served {
+		logger.Info("admission by webhook: the kube-apiserver does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy")
+		return nil
+	}
+	name := policy.MutatingPolicyName(b.GVR.GroupResource())
+	factory := injection.NamedKubeInformerFactory(ctx, name).Admissionregistration().V1()
+	policies := factory.MutatingAdmissionPolicies()
+	bindings := factory.MutatingAdmissionPolicyBindings()
+	configurations := injection.NamedKubeInformerFactory(ctx, b.WebhookConfigurationName).Admissionregistration().V1().MutatingWebhookConfigurations()
+	popts := policy.MutatingPolicyOptions{
+		Resource:           b.GVR,
+		Kind:               b.GVK.Kind,
+		Name:               name,
+		ExcludedNamespaces: ExcludedNamespaces(ctx),
+		Inclusion:          opts.SelectorMode == psbinding.InclusionMode,
+	}
+	objects, err := policy.MutatingPolicyObjects(popts, kube, policies.Lister(), bindings.Lister(), b.ControllerName)
+	if err != nil {
+		panic(err)
+	}
+	off := &policy.WebhookOff{
+		Configuration:  b.WebhookConfigurationName,
+		Webhook:        b.WebhookName,
+		Configurations: configurations.Lister().Get,
+		Kube:           kube,
+		PolicyBinding:  name,
+		PolicyBindings: bindings.Lister().Get,
+		FieldManager:   b.ControllerName,
+	}
+	r, err := policy.NewReconciler(policy.Options{Objects: append(objects, off), Logger: logger})
+	if err != nil {
+		panic(err)
+	}
+	impl := controller.NewImpl(r, logger, name)
+	policies.Informer().AddEventHandler(controller.HandleAll(func(any) { impl.EnqueueKey(name) }))
+	bindings.Informer().AddEventHandler(controller.HandleAll(func(any) {
+		impl.EnqueueKey(policy.BindingKeyPrefix + name)
+		impl.EnqueueKey(off.Name())
+	}))
+	configurations.Informer().AddEventHandler(controller.HandleAll(func(any) { impl.EnqueueKey(off.Name()) }))
+	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies the Bindings' declared specs; the kind's webhook is taken out of the path",
+		zap.String("policy", name), zap.String("webhookConfiguration", b.WebhookConfigurationName))
+	return impl
+}
+
+// retiringAdmission is a declarative kind's admission by webhook. Once
+// its webhook is in the path (or there is nothing to admit), it removes
+// the policy an earlier process admitting the kind by policy left: until
+// then both admit, which binds a subject once, so no subject created
+// during the switch is left unbound.
+type retiringAdmission struct {
+	*psbinding.AdmissionReconciler
+	policyName string
+	retired    atomic.Bool
+}
+
+// Reconcile implements controller.Reconciler.
+func (r *retiringAdmission) Reconcile(ctx context.Context, key string) error {
+	if err := r.AdmissionReconciler.Reconcile(ctx, key); err != nil || r.retired.Load() || !r.IsLeader() {
+		return err
+	}
+	_, inPath, err := r.PublishedCABundle()
+	if err != nil || (!inPath && r.IndexedBindings() > 0) {
+		return err // the configuration's update brings the key back
+	}
+	removed, err := policy.RemoveMutatingPolicy(ctx, injection.KubeClient(ctx), r.policyName)
+	if err != nil {
+		return err
+	}
+	if removed {
+		logging.FromContext(ctx).Info("admission policy removed: the webhook admits the kind now", zap.String("policy", r.policyName))
+	}
+	r.retired.Store(true)
+	return nil
+}
+
+// webhookAdmission is the Webhook constructor's body for any kind: the
+// admission controller, and for a declarative kind one that retires the
+// policy.
+func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, declarativeKind bool) *controller.Impl {
+	if !declarativeKind {
+		return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, cfg, nil)
+	}
+	name := policy.MutatingPolicyName(b.GVR.GroupResource())
+	return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
+		return &retiringAdmission{AdmissionReconciler: ac, policyName: name}
+	})
+}
