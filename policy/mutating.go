@@ -151,6 +151,10 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 			"object.metadata.annotations['" + BoundAnnotation + "'].split(',') : []).map(e, e.trim())" +
 			".filter(e, e != '' && !e.startsWith('" + gvr.GroupResource().String() + "/' + params.metadata.name + ':'))"},
 	}
+	// The defaults the kube-apiserver fills in, so that the stored specs
+	// equal the built ones and the Reconciler settles.
+	anyScope := admissionregistrationv1.AllScopes
+	equivalent := admissionregistrationv1.Equivalent
 	var rules []admissionregistrationv1.NamedRuleWithOperations
 	var mutations []admissionregistrationv1.Mutation
 	for i, sh := range shapes {
@@ -160,7 +164,7 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 		}
 		rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-			Rule:       admissionregistrationv1.Rule{APIGroups: []string{sh.Group}, APIVersions: []string{"*"}, Resources: []string{sh.Resource}},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{sh.Group}, APIVersions: []string{"*"}, Resources: []string{sh.Resource}, Scope: &anyScope},
 		}})
 		mutations = append(mutations, admissionregistrationv1.Mutation{
 			PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
@@ -180,8 +184,9 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 	m := &admissionregistrationv1.MutatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
-			ParamKind:        &admissionregistrationv1.ParamKind{APIVersion: gvr.GroupVersion().String(), Kind: opts.Kind},
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules},
+			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: gvr.GroupVersion().String(), Kind: opts.Kind},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules, MatchPolicy: &equivalent,
+				NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
 				Name: "not-excluded",
 				Expression: "!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
@@ -198,7 +203,7 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
 			PolicyName:     name,
 			ParamRef:       &admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{}, ParameterNotFoundAction: &allow},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: namespaceSelector(opts)},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: namespaceSelector(opts), ObjectSelector: &metav1.LabelSelector{}, MatchPolicy: &equivalent},
 		},
 	}
 	return m, b, nil

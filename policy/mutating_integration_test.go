@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -239,3 +240,39 @@ func bindingName(shape string) string {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestMutatingPolicyCarriesServerDefaults creates the policy and its
+// binding as MutatingPolicy builds them, with every option that shapes
+// them, and checks that the kube-apiserver stores the same specs: a
+// default it fills in and the builder does not would make the Reconciler
+// restore the objects for ever.
+func TestMutatingPolicyCarriesServerDefaults(t *testing.T) {
+	env := controlPlane.Env(t)
+	ctx := t.Context()
+	api := kubernetes.NewForConfigOrDie(env.Config).AdmissionregistrationV1()
+	for i, opts := range []policy.MutatingPolicyOptions{
+		{Resource: envBindings, Kind: "EnvBinding", Name: "defaults-plain"},
+		{Resource: envBindings, Kind: "EnvBinding", Name: "defaults-scoped", ExcludedNamespaces: []string{"kube-system", "bindkit-system"}, Inclusion: true},
+	} {
+		m, b, err := policy.MutatingPolicy(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotM, err := api.MutatingAdmissionPolicies().Create(ctx, m, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("options %d: create policy: %v", i, err)
+		}
+		gotB, err := api.MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("options %d: create binding: %v", i, err)
+		}
+		// As the Reconciler compares (equality.Semantic): empty and nil
+		// lists and maps are the same.
+		if diff := cmp.Diff(m.Spec, gotM.Spec, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("options %d: policy spec (-built +stored):\n%s", i, diff)
+		}
+		if diff := cmp.Diff(b.Spec, gotB.Spec, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("options %d: binding spec (-built +stored):\n%s", i, diff)
+		}
+	}
+}

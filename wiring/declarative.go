@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/controller/logging"
@@ -108,6 +109,8 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options) *controller.Im
 // during the switch is left unbound.
 type retiringAdmission struct {
 	*psbinding.AdmissionReconciler
+	kube       kubernetes.Interface
+	logger     *zap.Logger
 	policyName string
 	retired    atomic.Bool
 }
@@ -121,12 +124,12 @@ func (r *retiringAdmission) Reconcile(ctx context.Context, key string) error {
 	if err != nil || (!inPath && r.IndexedBindings() > 0) {
 		return err // the configuration's update brings the key back
 	}
-	removed, err := policy.RemoveMutatingPolicy(ctx, injection.KubeClient(ctx), r.policyName)
+	removed, err := policy.RemoveMutatingPolicy(ctx, r.kube, r.policyName)
 	if err != nil {
 		return err
 	}
 	if removed {
-		logging.FromContext(ctx).Info("admission policy removed: the webhook admits the kind now", zap.String("policy", r.policyName))
+		r.logger.Info("admission policy removed: the webhook admits the kind now", zap.String("policy", r.policyName))
 	}
 	r.retired.Store(true)
 	return nil
@@ -141,6 +144,6 @@ func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, c
 	}
 	name := policy.MutatingPolicyName(b.GVR.GroupResource())
 	return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
-		return &retiringAdmission{AdmissionReconciler: ac, policyName: name}
+		return &retiringAdmission{AdmissionReconciler: ac, kube: injection.KubeClient(ctx), logger: logging.FromContext(ctx), policyName: name}
 	})
 }

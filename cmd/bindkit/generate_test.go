@@ -15,6 +15,7 @@ var repositoryAPIs = []struct {
 }{
 	{"./examples/githubbinding/pkg/apis/bindings/v1alpha1", "config"},
 	{"./examples/configbinding/pkg/apis/bindings/v1alpha1", "examples/configbinding/config"},
+	{"./examples/sinkbinding/pkg/apis/bindings/v1alpha1", "examples/sinkbinding/config"},
 	// The walkthrough's CRD is the hand-written one of a knative user, on
 	// purpose without CEL guards: only its deep copies are generated.
 	{"./examples/knativewalkthrough/pkg/apis/bindings/v1alpha1", ""},

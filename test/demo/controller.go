@@ -29,10 +29,17 @@ const WebhookConfigPath = "config/500-webhook-configuration.yaml"
 // BuildController builds the githubbinding controller (ControllerPackage)
 // from the repository at repoRoot into binary.
 func BuildController(ctx context.Context, repoRoot, binary string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, ControllerPackage)
+	return BuildPackage(ctx, repoRoot, ControllerPackage, binary)
+}
+
+// BuildPackage builds the main package pkg (an import path, or a path
+// relative to repoRoot such as ./examples/sinkbinding/cmd/controller) of
+// the repository at repoRoot into binary.
+func BuildPackage(ctx context.Context, repoRoot, pkg, binary string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, pkg)
 	cmd.Dir = repoRoot
 	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %w\n%s", ControllerPackage, err, output)
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, output)
 	}
 	return nil
 }
@@ -43,7 +50,12 @@ func BuildController(ctx context.Context, repoRoot, binary string) error {
 // instead of the Service, which a control plane without nodes cannot
 // route.
 func WebhookConfiguration(repoRoot string, port int) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	path := filepath.Join(repoRoot, WebhookConfigPath)
+	return WebhookConfigurationAt(filepath.Join(repoRoot, WebhookConfigPath), port)
+}
+
+// WebhookConfigurationAt is WebhookConfiguration for the configuration in
+// the file at path.
+func WebhookConfigurationAt(path string, port int) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -74,22 +86,32 @@ type Controller struct {
 	// MetricsAddress is where it serves its metrics (127.0.0.1 and a free
 	// port), unless args gave --metrics-address.
 	MetricsAddress string
-	done           chan struct{}
-	mu             sync.Mutex
-	err            error // cmd.Wait's result, once done is closed
+	// ProbePort is where it serves /healthz and /readyz over HTTP when it
+	// runs no webhook.
+	ProbePort int
+	done      chan struct{}
+	mu        sync.Mutex
+	err       error // cmd.Wait's result, once done is closed
 }
 
 // StartController starts binary as users run it, against env, in
 // SystemNamespace: its kubeconfig, the webhook on 127.0.0.1:port with
 // 127.0.0.1 in its certificate, its metrics on 127.0.0.1 and a free port
-// (Controller.MetricsAddress; processes run side by side), and args after
+// (Controller.MetricsAddress; processes run side by side), its probes on
+// another free port (ProbePort), and args after
 // those. Its log goes to a file in env.Dir (LogTail).
 func StartController(env *testenv.Environment, binary string, port int, args ...string) (*Controller, error) {
 	metricsPort, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.CreateTemp(env.Dir, "githubbinding-controller-*.log")
+	// Probes are served on a port of their own when no webhook runs (a
+	// process admitting only by policy), so it too must be free.
+	probePort, err := testenv.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.CreateTemp(env.Dir, filepath.Base(binary)+"-*.log")
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +122,7 @@ func StartController(env *testenv.Environment, binary string, port int, args ...
 		"--webhook-port=" + strconv.Itoa(port),
 		"--webhook-ip-sans=127.0.0.1",
 		"--metrics-address=" + metricsAddress,
+		"--probe-port=" + strconv.Itoa(probePort),
 	}, args...)...)
 	cmd.Env = append(os.Environ(), "SYSTEM_NAMESPACE="+SystemNamespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -108,7 +131,7 @@ func StartController(env *testenv.Environment, binary string, port int, args ...
 		logFile.Close()
 		return nil, fmt.Errorf("start controller: %w", err)
 	}
-	c := &Controller{cmd: cmd, logPath: logFile.Name(), MetricsAddress: metricsAddress, done: make(chan struct{})}
+	c := &Controller{cmd: cmd, logPath: logFile.Name(), MetricsAddress: metricsAddress, ProbePort: probePort, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
