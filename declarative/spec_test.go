@@ -135,3 +135,28 @@ func TestValidateNamesFieldAndIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusDeepCopyIsIndependent checks that a copy of a status equals
+// it and shares nothing with it that a write could reach.
+func TestStatusDeepCopyIsIndependent(t *testing.T) {
+	orig := &declarative.Status{}
+	orig.SetObservedGeneration(3)
+	orig.Publish(declarative.Spec{
+		Env:        []corev1.EnvVar{{Name: "K_SINK", Value: "https://a"}},
+		Volumes:    []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}},
+		Containers: []corev1.Container{{Name: "side", Args: []string{"--x"}}},
+	})
+	cp := orig.DeepCopy()
+	if diff := cmp.Diff(orig, cp); diff != "" {
+		t.Fatalf("copy differs (-orig +copy):\n%s", diff)
+	}
+	cp.Declared.Env[0].Value = "changed"
+	cp.Declared.Volumes[0].Secret.SecretName = "changed"
+	cp.Declared.Containers[0].Args[0] = "changed"
+	if orig.Declared.Env[0].Value != "https://a" || orig.Declared.Volumes[0].Secret.SecretName != "s" || orig.Declared.Containers[0].Args[0] != "--x" {
+		t.Errorf("writing the copy changed the original: %+v", orig.Declared)
+	}
+	if (*declarative.Status)(nil).DeepCopy() != nil || (*declarative.Spec)(nil).DeepCopy() != nil {
+		t.Error("a nil copies to non-nil")
+	}
+}
