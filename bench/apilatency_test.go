@@ -29,6 +29,7 @@ import (
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
+	sinkv1alpha1 "github.com/bindkit/bindkit/examples/sinkbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/test/demo"
 	"github.com/bindkit/bindkit/test/fixtures"
 	"github.com/bindkit/bindkit/test/testenv"
@@ -57,6 +58,12 @@ const crWebhookName = "cr.bench.bindkit.dev"
 //     no webhook (webhook-calls/op says so).
 //   - path=bindkit: the same binary, a namespace whose selector GithubBinding
 //     selects every Deployment created there (the patch is applied).
+//   - path=policy: the sinkbinding example binary (default flags, free
+//     ports), a declarative kind admitted by MutatingAdmissionPolicy, no
+//     webhook server running; a namespace whose selector SinkBinding
+//     selects every Deployment created there (K_SINK and the bound
+//     annotation applied by the kube-apiserver itself). No webhook is
+//     called, so it reports no webhook-* figures.
 //   - path=controller-runtime: controller-runtime's webhook server with a
 //     Defaulter applying the same Do (the GithubBinding's), its own
 //     configuration (same failurePolicy, timeout, rules) selecting its
@@ -82,7 +89,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		}
 		rounds = n
 	}
-	env := startControlPlane(b, "../"+demo.CRDPath)
+	env := startControlPlane(b, "../"+demo.CRDPath, "../"+sinkCRDPath)
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
@@ -90,6 +97,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	nsUnbound := env.CreateNamespace(b, "lat-unbound-")
 	nsBound := env.CreateNamespace(b, "lat-bindkit-")
 	nsCR := env.CreateNamespace(b, "lat-cr-")
+	nsPolicy := env.CreateNamespace(b, "lat-policy-")
 
 	// bindkit: the example binary as users run it.
 	binary := buildBinary(b, controllerPackage)
@@ -115,30 +123,50 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		b.Fatalf("create GithubBinding %s/%s: %v", nsBound, bindBindingName, err)
 	}
 
+	// The policy: the sinkbinding example binary as users run it, which
+	// serves no webhook.
+	sink := startSinkController(b, env)
+	b.Cleanup(func() { sink.stop(b) })
+	sinkBinding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": sinkv1alpha1.GroupVersionResource().GroupVersion().String(), "kind": sinkv1alpha1.Kind,
+		"metadata": map[string]any{"namespace": nsPolicy, "name": "sink"},
+		"spec": map[string]any{
+			"subject": map[string]any{
+				"apiVersion": "apps/v1", "kind": "Deployment",
+				"selector": map[string]any{"matchLabels": map[string]any{"tier": "backend"}},
+			},
+			"sink": "https://sink.example.com",
+		},
+	}}
+	if _, err := dyn.Resource(sinkv1alpha1.GroupVersionResource()).Namespace(nsPolicy).Create(ctx, sinkBinding, metav1.CreateOptions{}); err != nil {
+		b.Fatalf("create SinkBinding %s/sink: %v", nsPolicy, err)
+	}
+
 	// controller-runtime: its webhook server and a configuration for it.
 	certs := newPKI(b)
 	crURL, stopCR := startCRGithub(b, certs)
 	b.Cleanup(stopCR)
 	installCRWebhook(b, kube, crURL, certs.ca.CertPEM, nsCR)
 
-	for _, ns := range []string{nsBound, nsCR} {
-		poll(b, 2*time.Minute, "admission to bind Deployments in "+ns, func() (bool, error) {
-			d, err := kube.AppsV1().Deployments(ns).Create(ctx, fixtures.RealisticDeployment(ns, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	unbound := func(d *appsv1.Deployment) bool { return !githubBound(d) && !sinkBound(d) }
+	paths := []struct {
+		name, ns, webhook string
+		bound             func(*appsv1.Deployment) bool
+	}{
+		{"none", nsNone, "", unbound},
+		{"bindkit-unbound", nsUnbound, githubbinding.WebhookConfigurationName, unbound},
+		{"bindkit", nsBound, githubbinding.WebhookConfigurationName, githubBound},
+		{"policy", nsPolicy, "", sinkBound},
+		{"controller-runtime", nsCR, crWebhookName, githubBound},
+	}
+	for _, p := range paths {
+		poll(b, 2*time.Minute, "admission as path "+p.name+" in "+p.ns, func() (bool, error) {
+			d, err := kube.AppsV1().Deployments(p.ns).Create(ctx, fixtures.RealisticDeployment(p.ns, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if err != nil {
 				return false, nil // the webhook may not serve yet: Fail policy
 			}
-			return githubBound(d), nil
+			return p.bound(d), nil
 		})
-	}
-
-	paths := []struct {
-		name, ns, webhook string
-		bound             bool
-	}{
-		{"none", nsNone, "", false},
-		{"bindkit-unbound", nsUnbound, githubbinding.WebhookConfigurationName, false},
-		{"bindkit", nsBound, githubbinding.WebhookConfigurationName, true},
-		{"controller-runtime", nsCR, crWebhookName, true},
 	}
 	next := map[string]int{}
 	for range rounds {
@@ -157,8 +185,8 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 					if err != nil {
 						b.Fatalf("create: %v", err)
 					}
-					if githubBound(got) != p.bound {
-						b.Fatalf("create %s/%s: bound %v, want %v", p.ns, got.Name, !p.bound, p.bound)
+					if !p.bound(got) {
+						b.Fatalf("create %s/%s: not admitted as path %s: %+v", p.ns, got.Name, p.name, got.Spec.Template.Spec)
 					}
 					got.Annotations = map[string]string{"bench.bindkit.dev/round": strconv.Itoa(next[p.ns])}
 					start = time.Now()
@@ -192,6 +220,37 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 			})
 		}
 	}
+}
+
+// sinkCRDPath is the sinkbinding example's CRD, from the repository root.
+const sinkCRDPath = "examples/sinkbinding/config/300-sinkbinding.yaml"
+
+// sinkBound reports whether a SinkBinding bound d: K_SINK in its first
+// container.
+func sinkBound(d *appsv1.Deployment) bool {
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == sinkv1alpha1.SinkEnv {
+			return true
+		}
+	}
+	return false
+}
+
+// startSinkController starts the sinkbinding example binary as users run
+// it, with free ports for its metrics and probes; admitting by policy, it
+// serves no webhook.
+func startSinkController(b *testing.B, env *testenv.Environment) *process {
+	b.Helper()
+	probePort, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return startProcess(b, env.Dir, buildBinary(b, "./examples/sinkbinding/cmd/controller"), []string{
+		"--kubeconfig=" + env.KubeconfigPath,
+		"--disable-ha",
+		"--metrics-address=127.0.0.1:0",
+		"--probe-port=" + strconv.Itoa(probePort),
+	}, []string{"SYSTEM_NAMESPACE=" + demo.SystemNamespace}, false)
 }
 
 // reportLatencies reports the p50 and p99 of lat in milliseconds.

@@ -78,7 +78,9 @@ func buildBinary(tb testing.TB, pkg string) string {
 	v, _ := builds.LoadOrStore(pkg, &buildResult{})
 	r := v.(*buildResult)
 	r.once.Do(func() {
-		r.path = filepath.Join(binDir, filepath.Base(pkg))
+		// Named after the whole path: two examples' mains are both
+		// cmd/controller.
+		r.path = filepath.Join(binDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "-"))
 		cmd := exec.Command("go", "build", "-o", r.path, pkg)
 		if strings.HasPrefix(pkg, "./examples/") {
 			cmd.Dir = ".."
