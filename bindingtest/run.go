@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -21,10 +22,12 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/webhook"
 	"github.com/bindkit/bindkit/wiring"
 )
@@ -66,6 +69,9 @@ type RunOptions struct {
 type Process struct {
 	// Port is the webhook's port on 127.0.0.1.
 	Port int
+	// ProbePort serves /healthz and /readyz over HTTP on 127.0.0.1 when
+	// the process runs no webhook (its kinds are all admitted by policy).
+	ProbePort int
 	// SystemNamespace is the namespace the process runs in.
 	SystemNamespace string
 
@@ -106,7 +112,11 @@ func Run(t testing.TB, env *envtest.Environment, opts RunOptions) *Process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{Port: port, SystemNamespace: opts.SystemNamespace, t: t, env: env, opts: opts, logs: &syncBuffer{}, done: make(chan error, 1)}
+	probePort, err := envtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{Port: port, ProbePort: probePort, SystemNamespace: opts.SystemNamespace, t: t, env: env, opts: opts, logs: &syncBuffer{}, done: make(chan error, 1)}
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	if err := p.installConfigurations(kube); err != nil {
 		t.Fatal(err)
@@ -118,6 +128,7 @@ func Run(t testing.TB, env *envtest.Environment, opts RunOptions) *Process {
 	flags.WebhookAddress = "127.0.0.1"
 	flags.WebhookPort = port
 	flags.WebhookIPSANs = []net.IP{net.ParseIP("127.0.0.1")}
+	flags.ProbePort = probePort
 	if flags.MetricsAddress == "" {
 		// A free port: sharedmain's default, :9090, would be taken by the
 		// first of the test processes that run side by side.
@@ -193,6 +204,15 @@ func (p *Process) cleanup() {
 			p.t.Errorf("bindingtest: Bindings still there after the test: %v", left)
 		}
 	}
+	// So do the admission policies of declarative kinds: a later test's
+	// process decides afresh how to admit.
+	for _, b := range p.opts.Bindings {
+		if b.Declarative {
+			if _, err := policy.RemoveMutatingPolicy(ctx, kube, policy.MutatingPolicyName(b.GVR.GroupResource())); err != nil {
+				p.t.Errorf("bindingtest: %v", err)
+			}
+		}
+	}
 	// The configurations go before the process: with failurePolicy Fail a
 	// stopped webhook would refuse later tests' creates.
 	for _, b := range p.opts.Bindings {
@@ -242,7 +262,24 @@ func (p *Process) installConfigurations(kube kubernetes.Interface) error {
 		for i := range cfg.Webhooks {
 			cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
 		}
-		if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(context.Background(), cfg, metav1.CreateOptions{}); err != nil {
+		api := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+		_, err := api.Create(context.Background(), cfg, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// An earlier process of the same test (CompareAdmissionPaths
+			// runs two) installed it: point it at this one.
+			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				current, err := api.Get(context.Background(), cfg.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				for i := range current.Webhooks {
+					current.Webhooks[i].ClientConfig.URL, current.Webhooks[i].ClientConfig.Service = &url, nil
+				}
+				_, err = api.Update(context.Background(), current, metav1.UpdateOptions{})
+				return err
+			})
+		}
+		if err != nil {
 			return fmt.Errorf("bindingtest: install MutatingWebhookConfiguration %s: %w", cfg.Name, err)
 		}
 	}
@@ -295,12 +332,44 @@ func (p *Process) waitServing(kube kubernetes.Interface) error {
 		default:
 		}
 		last = webhook.ProbeReady(ctx, kube, p.SystemNamespace, webhook.DefaultSecretName, p.Port)
+		if last != "" && p.mayRunWithoutWebhook() && probeReady(ctx, p.ProbePort) {
+			last = ""
+		}
 		return last == "", nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the webhook on 127.0.0.1:%d: %w (last: %s)", p.Port, err, last)
 	}
 	return nil
+}
+
+// mayRunWithoutWebhook reports whether every kind of the process is
+// declarative and allowed to be admitted by policy, so that the process
+// may serve no webhook and answer its probes on ProbePort instead.
+func (p *Process) mayRunWithoutWebhook() bool {
+	if p.opts.Flags.DeclarativeAdmission == policy.ByWebhook {
+		return false
+	}
+	for _, b := range p.opts.Bindings {
+		if !b.Declarative {
+			return false
+		}
+	}
+	return true
+}
+
+// probeReady reports whether /readyz on 127.0.0.1:port answers 200.
+func probeReady(ctx context.Context, port int) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, webhook.ReadyzPath), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's logger and the test.
