@@ -4,14 +4,20 @@
 // bindkit derives Do and Undo from it, so Undo always removes exactly what
 // Do added.
 //
-// A Binding kind computes its Spec from the Binding and implements
-// psbinding.Bindable with two one-line methods:
+// A Binding kind computes its Spec from the Binding (Declarer), keeps a
+// Status, and implements psbinding.Bindable and psbinding.StatusPublisher
+// with one-line methods:
 //
 //	func (b *EnvBinding) Do(_ context.Context, wp *duck.WithPod)   { b.Declare().Do(wp) }
 //	func (b *EnvBinding) Undo(_ context.Context, wp *duck.WithPod) { b.Declare().Undo(wp) }
+//	func (b *EnvBinding) PublishStatus()                           { b.Status.Publish(b.Declare()) }
 //
-// It is then reconciled and admitted like any other kind (wiring.New), and
-// the contract kit checks it like any other. Identity is by name: an env
+// It is then reconciled like any other kind (wiring.New), and the contract
+// kit checks it like any other. Its subjects are admitted by the
+// kube-apiserver's MutatingAdmissionPolicy (package policy), which reads
+// the Spec the controller published in status.declared, where the
+// kube-apiserver serves one; by the webhook otherwise.
+// examples/sinkbinding is a complete kind. Identity is by name: an env
 // entry, volume or container of the Spec replaces one of the same name that
 // the workload already has (and Undo removes it; the workload's own value is
 // not remembered), a volume mount replaces one at the same mountPath, an

@@ -1,7 +1,7 @@
 // Package policy programs the admission policies a Binding kind owns in the
 // kube-apiserver (admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy
-// and its binding today; the MutatingAdmissionPolicy of declarative kinds
-// next) and keeps them as programmed.
+// and MutatingAdmissionPolicy, with their bindings) and keeps them as
+// programmed.
 //
 // A Reconciler holds a fixed list of Objects, each one cluster-scoped object
 // with a name and a desired spec. It writes only while its replica leads:
@@ -16,4 +16,13 @@
 // namespace, with a message naming both namespaces. The reconciler refuses
 // such a Binding too (its Ready condition); the policy makes kubectl apply
 // say so at once.
+//
+// MutatingPolicy builds the second: the MutatingAdmissionPolicy that
+// admits the subjects of a declarative Binding kind (package declarative)
+// in the kube-apiserver, from the Spec each Binding publishes in its
+// status, in place of the webhook. WebhookOff takes the kind's webhook out
+// of the path once the policy is in force, and RemoveMutatingPolicy undoes
+// it when the kind goes back to the webhook. Admission (ByPolicy, the
+// default, or ByWebhook) is the process's choice, which package wiring
+// reads when it builds a kind's admission (see wiring.Kind.Declarative).
 package policy
