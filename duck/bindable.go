@@ -1,6 +1,8 @@
 package duck
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -78,9 +80,53 @@ type Status struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Rollout is the progress of the Binding's change through its
+	// subjects, when a rollout policy paces it (psbinding.RolloutPolicy).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
-var _ BindableStatus = (*Status)(nil)
+// RolloutStatus is how far a Binding's generation has reached its
+// subjects under a rollout policy.
+type RolloutStatus struct {
+	// Generation is the Binding generation being rolled out.
+	Generation int64 `json:"generation"`
+	// Updated counts the subjects that carry it and have rolled out.
+	Updated int `json:"updated"`
+	// Total counts the subjects the Binding selects.
+	Total int `json:"total"`
+	// Wave counts the waves started for Generation, the current one
+	// included.
+	Wave int `json:"wave"`
+	// Changing names the subjects patched and not yet rolled out.
+	// +optional
+	Changing []string `json:"changing,omitempty"`
+	// Halted names the subjects whose rollout failed; while it is set for
+	// Generation, no further subject is patched. A new generation (a fixed
+	// Binding) resumes the rollout.
+	// +optional
+	Halted []string `json:"halted,omitempty"`
+}
+
+// RolloutRecorder is a BindableStatus that can record a rollout's
+// progress, as Status does; a rollout policy needs it.
+type RolloutRecorder interface {
+	// GetRollout returns the recorded progress, nil when none.
+	GetRollout() *RolloutStatus
+	// SetRollout records progress; nil clears it.
+	SetRollout(*RolloutStatus)
+}
+
+var (
+	_ BindableStatus  = (*Status)(nil)
+	_ RolloutRecorder = (*Status)(nil)
+)
+
+// GetRollout implements RolloutRecorder.
+func (s *Status) GetRollout() *RolloutStatus { return s.Rollout }
+
+// SetRollout implements RolloutRecorder.
+func (s *Status) SetRollout(r *RolloutStatus) { s.Rollout = r }
 
 // InitializeConditions implements BindableStatus.
 func (s *Status) InitializeConditions() {
@@ -145,6 +191,12 @@ func (s *Status) DeepCopyInto(out *Status) {
 		for i := range s.Conditions {
 			s.Conditions[i].DeepCopyInto(&out.Conditions[i])
 		}
+	}
+	if s.Rollout != nil {
+		r := *s.Rollout
+		r.Changing = slices.Clone(s.Rollout.Changing)
+		r.Halted = slices.Clone(s.Rollout.Halted)
+		out.Rollout = &r
 	}
 }
 

@@ -47,6 +47,21 @@ func (o controllerObserver) SubjectsBound(binding schema.GroupResource, key type
 	m.subjectsBound.WithLabelValues(binding.String()).Add(float64(delta))
 }
 
+// RolloutWave implements psbinding.RolloutObserver.
+func (o controllerObserver) RolloutWave(binding schema.GroupResource) {
+	o.m.rolloutEvents.WithLabelValues(binding.String(), eventWave).Inc()
+}
+
+// RolloutHalted implements psbinding.RolloutObserver.
+func (o controllerObserver) RolloutHalted(binding schema.GroupResource) {
+	o.m.rolloutEvents.WithLabelValues(binding.String(), eventHalt).Inc()
+}
+
+// RolloutRolledBack implements psbinding.RolloutObserver: n subjects.
+func (o controllerObserver) RolloutRolledBack(binding schema.GroupResource, n int) {
+	o.m.rolloutEvents.WithLabelValues(binding.String(), eventRollback).Add(float64(n))
+}
+
 // WebhookScoped implements psbinding.AdmissionObserver: the namespaces the
 // selector names, and a count of each time it falls back to every
 // namespace.

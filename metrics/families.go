@@ -50,6 +50,7 @@ const (
 	subjectPatches           = "bindkit_subject_patches_total"
 	subjectConflicts         = "bindkit_subject_patch_conflicts_total"
 	subjectsBound            = "bindkit_subjects_bound"
+	rolloutEvents            = "bindkit_rollout_events_total"
 	selectorNamespaces       = "bindkit_webhook_selector_namespaces"
 	selectorFallbacks        = "bindkit_webhook_selector_fallbacks_total"
 	certificateExpiry        = "bindkit_certificate_expiry_timestamp_seconds"
@@ -72,6 +73,7 @@ const (
 	labelResource            = "resource"
 	labelController          = "controller"
 	labelAction              = "action"
+	labelEvent               = "event"
 	labelCertificate         = "certificate"
 	labelVerb                = "verb"
 	labelCode                = "code"
@@ -80,6 +82,8 @@ const (
 	certificateCA            = "ca"
 	certificateServing       = "serving"
 	actionBind, actionUnbind = "bind", "unbind"
+	eventWave, eventHalt     = "wave", "halt"
+	eventRollback            = "rollback"
 )
 
 var families = []Family{
@@ -101,6 +105,8 @@ var families = []Family{
 		Help: "Subjects patched by the reconciler, by Binding resource and action (bind, unbind)."},
 	{Name: subjectConflicts, Type: Counter, Labels: []string{labelResource},
 		Help: "Subject patches refused because the subject changed since it was read (each is read again and retried), by Binding resource."},
+	{Name: rolloutEvents, Type: Counter, Labels: []string{labelResource, labelEvent},
+		Help: "Rollouts paced by a rollout policy, by Binding resource and event: wave (a wave of subjects started), halt (a rollout halted on a subject that did not roll out in time), rollback (a subject of a halted wave rolled back)."},
 	{Name: subjectsBound, Type: Gauge, Labels: []string{labelResource},
 		Help: "Subjects bound by the Bindings of a resource, as this replica last reconciled them (the leader's is current)."},
 	{Name: selectorNamespaces, Type: Gauge, Labels: []string{labelConfiguration},

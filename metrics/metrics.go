@@ -30,6 +30,7 @@ type Metrics struct {
 	subjectPatches   *prometheus.CounterVec
 	subjectConflicts *prometheus.CounterVec
 	subjectsBound    *prometheus.GaugeVec
+	rolloutEvents    *prometheus.CounterVec
 	// selectorNamespaces and selectorFallbacks count how webhooks are
 	// scoped; fellBack is each configuration's last state, under boundMu.
 	selectorNamespaces *prometheus.GaugeVec
@@ -74,6 +75,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		subjectPatches:     newCounterVec(subjectPatches),
 		subjectConflicts:   newCounterVec(subjectConflicts),
 		subjectsBound:      newGaugeVec(subjectsBound),
+		rolloutEvents:      newCounterVec(rolloutEvents),
 		selectorNamespaces: newGaugeVec(selectorNamespaces),
 		selectorFallbacks:  newCounterVec(selectorFallbacks),
 		fellBack:           map[string]bool{},
@@ -92,7 +94,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.admissionRequests, m.admissionDuration, m.admissionPatch,
 		m.reconciles, m.reconcileDuration,
 		m.queueDepth, m.queueAdds, m.queueLatency, m.queueWork, m.queueUnfinished, m.queueLongest, m.queueRetries,
-		m.subjectPatches, m.subjectConflicts, m.subjectsBound,
+		m.subjectPatches, m.subjectConflicts, m.subjectsBound, m.rolloutEvents,
 		m.selectorNamespaces, m.selectorFallbacks,
 		m.certificateExpiry, m.certificateRotations,
 		m.clientLatency, m.clientRateLimiter, m.clientResults,

@@ -152,6 +152,10 @@ func exercise(t *testing.T, m *Metrics) {
 	m.WatchLeaders(fakeLeader{"c", true})
 	m.WatchIndexes(fakeIndex{"/p", 3, gr})
 	m.Controllers().(psbinding.AdmissionObserver).WebhookScoped("cfg", 10001, true)
+	ro := m.Controllers().(psbinding.RolloutObserver)
+	ro.RolloutWave(gr)
+	ro.RolloutHalted(gr)
+	ro.RolloutRolledBack(gr, 3)
 }
 
 // The fallback of a webhook's namespaceSelector is counted once per

@@ -168,6 +168,7 @@ func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionReconciler, error) {
 	ac := &AdmissionReconciler{cfg: cfg}
 	ac.shapes = cfg.Shapes
 	ac.withContext = cfg.WithContext
+	ac.rollout = cfg.Rollout
 	ac.excludedNamespaces = admissionExcluded(cfg)
 	ac.logger = cfg.Logger
 	if !cfg.BindingResource.Empty() {

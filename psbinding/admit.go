@@ -27,6 +27,8 @@ type admitter struct {
 	index       atomic.Pointer[index[Bindable]]
 	shapes      duck.Shapes
 	withContext BindableContext // nil: Do and Undo run in the request's context
+	// rollout is the kind's default rollout policy (Settings.Rollout).
+	rollout *RolloutPolicy
 	// excludedNamespaces are never mutated, whatever the webhook
 	// configuration says: the namespace the webhook itself runs in, and
 	// those Settings.ExcludedNamespaces names.
@@ -202,6 +204,9 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		app := application{b: b, ctx: bctx, bind: b.GetDeletionTimestamp() == nil}
 		app.by, app.record = a.boundBy(b)
+		if a.waitsForItsWave(b, app.by, before) {
+			continue
+		}
 		apps = append(apps, app)
 	}
 	_, ops, err := bindingStep(shape, before, apps...)
@@ -218,6 +223,24 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 			bindingNames(bindings), gk, req.Namespace, name, n, limits.MaxPatchBytes, webhook.SettingNameFrom(ctx, "ObjectLimits.MaxPatchBytes")))
 	}
 	return resp
+}
+
+// waitsForItsWave reports whether b is being rolled out under a rollout
+// policy and the subject records an earlier generation of b: an update of
+// a subject the rollout has not reached keeps what it has (the earlier
+// generation's change stays in its template) rather than jumping the
+// queue. A subject that does not record b (a new one) gets b's newest
+// generation, as without a policy.
+func (a *admitter) waitsForItsWave(b Bindable, by duck.BoundBy, subject *duck.WithPod) bool {
+	if by.Resource.Empty() || b.GetDeletionTimestamp() != nil {
+		return false
+	}
+	s := Settings{Rollout: a.rollout}
+	if p, err := s.rolloutPolicy(b); err != nil || !p.enabled() {
+		return false
+	}
+	gen, recorded := duck.BoundOf(subject.Annotations)[by]
+	return recorded && gen != b.GetGeneration()
 }
 
 // limitError is an object beyond one of the webhook's ObjectLimits.

@@ -269,6 +269,20 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		if w.mark != "" {
+			// Under a rollout policy: the subject is marked as changing
+			// (and what undoes the change kept) in the same patch.
+			marked, err := markChange(s.shape, w, before, after)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if marked != after {
+				after = marked
+				if ops, err = s.shape.CreatePatch(before, after); err != nil {
+					return fmt.Errorf("%s: create patch: %w", name, err)
+				}
+			}
+		}
 		if lastRejected != "" && u.GetResourceVersion() == lastRejected {
 			// Refused although nothing changed: the patch itself is wrong.
 			return refused(name, s.shape, app, before, after, lastRefusal)

@@ -208,6 +208,10 @@ type BaseReconciler struct {
 	// injection/sharedmain's metrics are), else none.
 	Observer Observer
 
+	// generations remembers when each Binding's generation was first seen,
+	// for RolloutPolicy.Quiet.
+	generations generations
+
 	checkOnce sync.Once
 	checkErr  error
 }

@@ -44,6 +44,10 @@ type Settings struct {
 	// Package wiring sets the system namespace and, unless the webhook may
 	// be called there, KubeNamespaces (wiring.ExcludedNamespaces).
 	ExcludedNamespaces []string
+	// Rollout, if set, paces every Binding's change through its subjects
+	// (RolloutPolicy); a Binding's rollout annotations override it. Nil,
+	// the default, patches every subject at once.
+	Rollout *RolloutPolicy
 }
 
 // fieldManager is the field manager of every write: FieldManager, else the

@@ -49,6 +49,14 @@ type subject struct {
 func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error {
 	status := b.GetBindingStatus()
 	report := func(err error) error {
+		if ro, ok := errors.AsType[*rollingOut](err); ok {
+			// Paced by a rollout policy: progress, not a failure.
+			status.MarkBindingUnavailable(ro.reason, ro.message)
+			if ro.retry > 0 {
+				return controller.NewRequeueAfter(ro.retry)
+			}
+			return nil
+		}
 		if u, ok := errors.AsType[*unavailableError](err); ok {
 			status.MarkBindingUnavailable(u.reason, u.Error())
 			r.warn(ctx, b, u.reason, err)
@@ -213,6 +221,11 @@ func (r *BaseReconciler) admissionOnly(gk schema.GroupKind) bool {
 type work struct {
 	name string
 	bind bool // Do, else Undo
+	// mark, under a rollout policy, is the subject's ChangingAnnotation if
+	// the patch changes its pod template; rollback asks for its
+	// RollbackAnnotation too.
+	mark     string
+	rollback bool
 }
 
 // reconcileSubjects tracks s, then binds the selected subjects that do not
@@ -234,11 +247,15 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	by := r.boundBy(b)
 	selected := map[string]bool{}
 	var todo []work
-	inForce := 0 // selected subjects that record b at its generation already
+	var changing []string // subjects b changed that have not rolled out
+	inForce := 0          // selected subjects that record b at its generation already
 	consider := func(obj any, isSelected bool) {
 		m, err := meta.Accessor(obj)
 		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
 			return // being deleted, or opted out: left as it is
+		}
+		if mark, ok := m.GetAnnotations()[ChangingAnnotation]; ok && strings.HasPrefix(mark, by.String()+"@") {
+			changing = append(changing, m.GetName())
 		}
 		gen, recorded := duck.BoundOf(m.GetAnnotations())[by]
 		switch {
@@ -288,9 +305,38 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 		}
 	}
 	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
+	policy, err := r.rolloutPolicy(b)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", describe(b), err)
+		return unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
+	}
+	var pacing error
+	if policy.enabled() {
+		slices.Sort(changing)
+		if todo, pacing = r.pace(ctx, b, s, policy, todo, changing, inForce, len(selected)); todo == nil && pacing != nil {
+			if _, ok := pacing.(*rollingOut); !ok {
+				return pacing
+			}
+		}
+	}
 	patched, err := r.patchSubjects(ctx, mctx, b, s, todo)
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, inForce+patched)
-	return err
+	if err != nil {
+		return err
+	}
+	if ro, ok := pacing.(*rollingOut); ok && len(todo) > 0 {
+		// The wave just patched is changing now.
+		if rec, ok := b.GetBindingStatus().(duck.RolloutRecorder); ok && rec.GetRollout() != nil {
+			st := rec.GetRollout()
+			for _, w := range todo {
+				st.Changing = append(st.Changing, w.name)
+			}
+			slices.Sort(st.Changing)
+			st.Changing = slices.Compact(st.Changing)
+			ro.message = progress(b, st, 0)
+		}
+	}
+	return pacing
 }
 
 // unbindOtherKinds unbinds, of every kind b records it bound except the

@@ -97,6 +97,12 @@ type Options struct {
 	// patches of subjects, which by default it is not
 	// (psbinding.AdmissionConfig.CallOnOwnPatches).
 	CallOnOwnPatches bool
+	// Rollout, if set, paces every Binding's change through its subjects
+	// in health-gated waves (psbinding.RolloutPolicy); each Binding may
+	// override it with its rollout annotations
+	// (psbinding.RolloutMaxChangingAnnotation and the others). Default:
+	// none, every subject is patched at once.
+	Rollout *psbinding.RolloutPolicy
 	// Scheme resolves the kind of the objects events are about when their
 	// TypeMeta is empty. Default: client-go's scheme; the Bindings the
 	// controller reads carry their TypeMeta, so it needs no more.
@@ -194,6 +200,7 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 		SelectorMode: opts.SelectorMode,
 		// The webhook recognises the reconciler's patches by it.
 		FieldManager: opts.FieldManager,
+		Rollout:      opts.Rollout,
 	}
 
 	b.Controller = func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
@@ -264,6 +271,11 @@ func (b *Kind) validate(opts Options) error {
 	case psbinding.ExclusionMode, psbinding.InclusionMode:
 	default:
 		errs = append(errs, fmt.Errorf("Options.SelectorMode %v: must be psbinding.ExclusionMode or psbinding.InclusionMode", opts.SelectorMode))
+	}
+	if opts.Rollout != nil {
+		if err := opts.Rollout.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("Options.Rollout: %w", err))
+		}
 	}
 	if opts.PatchConcurrency < 0 {
 		errs = append(errs, fmt.Errorf("Options.PatchConcurrency %d: must not be negative", opts.PatchConcurrency))

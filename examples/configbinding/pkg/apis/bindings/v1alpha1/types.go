@@ -15,6 +15,9 @@ import (
 // +kubebuilder:resource:categories=bindings
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.rollout.updated`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.rollout.total`
+// +kubebuilder:printcolumn:name="Wave",type=integer,JSONPath=`.status.rollout.wave`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConfigBinding struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -16,6 +16,9 @@ import (
 // +kubebuilder:printcolumn:name="Sink",type=string,JSONPath=`.spec.sink`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.rollout.updated`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.rollout.total`
+// +kubebuilder:printcolumn:name="Wave",type=integer,JSONPath=`.status.rollout.wave`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SinkBinding struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,0 +1,518 @@
+package psbinding
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/duck"
+)
+
+// The annotations a Binding's author or user sets to pace its rollout,
+// overriding Settings.Rollout for that Binding.
+const (
+	// RolloutMaxChangingAnnotation bounds the subjects changing at once: a
+	// count ("10") or a percentage of the subjects ("25%", rounded up, at
+	// least 1). "0" or "off" turns the policy off for the Binding.
+	RolloutMaxChangingAnnotation = "rollout.bindings.bindkit.dev/max-changing"
+	// RolloutDeadlineAnnotation is how long a subject may take to roll out
+	// (a Go duration, "5m") before the rollout halts.
+	RolloutDeadlineAnnotation = "rollout.bindings.bindkit.dev/deadline"
+	// RolloutRollbackAnnotation, "true", rolls a halted wave back to the
+	// subjects' previous templates.
+	RolloutRollbackAnnotation = "rollout.bindings.bindkit.dev/rollback"
+)
+
+// The annotations the reconciler keeps on a subject it patched under a
+// rollout policy, until the subject has rolled out.
+const (
+	// ChangingAnnotation names the Binding that changed the subject's pod
+	// template and when: "<resource>.<group>/<name>@<unix seconds>".
+	ChangingAnnotation = "bindings.bindkit.dev/changing"
+	// RollbackAnnotation holds the JSON patch that gives the subject back
+	// the template and bound record it had before, with a policy that
+	// rolls back.
+	RollbackAnnotation = "bindings.bindkit.dev/rollback"
+)
+
+// Ready reasons of a Binding paced by a rollout policy.
+const (
+	// ReasonRollingOut: subjects are being changed wave by wave; the
+	// message counts them.
+	ReasonRollingOut = "RollingOut"
+	// ReasonRolloutHalted: a subject did not roll out in time; no further
+	// subject is changed until the Binding changes. The message names the
+	// subjects.
+	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonRolloutPolicyInvalid: a rollout annotation cannot be read.
+	ReasonRolloutPolicyInvalid = "RolloutPolicyInvalid"
+)
+
+// Defaults of a RolloutPolicy.
+const (
+	DefaultRolloutDeadline = 10 * time.Minute
+	DefaultRolloutQuiet    = 2 * time.Second
+	// rolloutRecheck is how often a rollout in progress is looked at again
+	// besides its subjects' events: deadlines pass without events.
+	rolloutRecheck = 2 * time.Second
+)
+
+// RolloutPolicy paces how a Binding's change (created, edited, deleted)
+// reaches its subjects: at most MaxChanging subjects have a changed pod
+// template that has not rolled out yet; a subject that takes longer than
+// Deadline (or whose Deployment reports ProgressDeadlineExceeded) halts
+// the rollout, and with Rollback its wave is rolled back. Edits that
+// arrive within Quiet of one another are rolled out once, as the last.
+// The zero value (MaxChanging zero) is no policy: every subject is
+// patched at once.
+type RolloutPolicy struct {
+	// MaxChanging is a count or a percentage of the selected subjects.
+	MaxChanging intstr.IntOrString
+	// Deadline defaults to DefaultRolloutDeadline.
+	Deadline time.Duration
+	// Rollback rolls a halted wave back.
+	Rollback bool
+	// Quiet defaults to DefaultRolloutQuiet.
+	Quiet time.Duration
+}
+
+// enabled reports whether p paces anything.
+func (p RolloutPolicy) enabled() bool {
+	if p.MaxChanging.Type == intstr.String {
+		return p.MaxChanging.StrVal != "" && p.MaxChanging.StrVal != "0%"
+	}
+	return p.MaxChanging.IntVal > 0
+}
+
+// max is how many of total subjects may change at once: at least one.
+func (p RolloutPolicy) max(total int) int {
+	n, err := intstr.GetScaledValueFromIntOrPercent(&p.MaxChanging, total, true)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// Validate reports a policy that cannot work, naming the field.
+func (p RolloutPolicy) Validate() error {
+	var errs []error
+	if p.MaxChanging.Type == intstr.String && p.MaxChanging.StrVal != "" {
+		if _, err := intstr.GetScaledValueFromIntOrPercent(&p.MaxChanging, 100, true); err != nil || !strings.HasSuffix(p.MaxChanging.StrVal, "%") {
+			errs = append(errs, fmt.Errorf("MaxChanging %q: want a count or a percentage such as 25%%", p.MaxChanging.StrVal))
+		}
+	}
+	if p.MaxChanging.Type == intstr.Int && p.MaxChanging.IntVal < 0 {
+		errs = append(errs, fmt.Errorf("MaxChanging %d: must not be negative", p.MaxChanging.IntVal))
+	}
+	if p.Deadline < 0 || p.Quiet < 0 {
+		errs = append(errs, fmt.Errorf("Deadline %v, Quiet %v: must not be negative", p.Deadline, p.Quiet))
+	}
+	return errors.Join(errs...)
+}
+
+// rolloutPolicy is b's policy: Settings.Rollout with b's annotations over
+// it, defaults filled in.
+func (s *Settings) rolloutPolicy(b Bindable) (RolloutPolicy, error) {
+	var p RolloutPolicy
+	if s.Rollout != nil {
+		p = *s.Rollout
+	}
+	ann := b.GetAnnotations()
+	var errs []error
+	if v, ok := ann[RolloutMaxChangingAnnotation]; ok {
+		switch v = strings.TrimSpace(v); {
+		case v == "off" || v == "0":
+			p.MaxChanging = intstr.IntOrString{}
+		case strings.HasSuffix(v, "%"):
+			p.MaxChanging = intstr.FromString(v)
+		default:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				errs = append(errs, fmt.Errorf("annotation %s %q: want a count, a percentage such as 25%%, or off", RolloutMaxChangingAnnotation, v))
+			}
+			p.MaxChanging = intstr.FromInt32(int32(min(max(n, 0), 1<<30)))
+		}
+	}
+	if v, ok := ann[RolloutDeadlineAnnotation]; ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("annotation %s %q: want a positive duration such as 5m", RolloutDeadlineAnnotation, v))
+		}
+		p.Deadline = d
+	}
+	if v, ok := ann[RolloutRollbackAnnotation]; ok {
+		rb, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("annotation %s %q: want true or false", RolloutRollbackAnnotation, v))
+		}
+		p.Rollback = rb
+	}
+	if err := p.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if p.Deadline == 0 {
+		p.Deadline = DefaultRolloutDeadline
+	}
+	if p.Quiet == 0 {
+		p.Quiet = DefaultRolloutQuiet
+	}
+	return p, errors.Join(errs...)
+}
+
+// rollingOut is a reconcile that paced its subjects: the Binding is not
+// Ready yet, and is looked at again after retry.
+type rollingOut struct {
+	reason, message string
+	retry           time.Duration
+}
+
+func (e *rollingOut) Error() string { return e.message }
+
+// generations remembers, per Binding, when the reconciler first saw its
+// current generation, for RolloutPolicy.Quiet.
+type generations struct {
+	mu   sync.Mutex
+	seen map[types.UID]seenGeneration
+}
+
+type seenGeneration struct {
+	generation int64
+	at         time.Time
+}
+
+// quietFor returns how much longer b's generation must stay unchanged
+// before it is rolled out.
+func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen == nil {
+		g.seen = map[types.UID]seenGeneration{}
+	}
+	s, ok := g.seen[b.GetUID()]
+	if !ok || s.generation != b.GetGeneration() {
+		s = seenGeneration{generation: b.GetGeneration(), at: now}
+		if !ok && b.GetGeneration() == 1 {
+			// A new Binding has had no edit to wait for.
+			s.at = now.Add(-quiet)
+		}
+		g.seen[b.GetUID()] = s
+	}
+	return max(0, s.at.Add(quiet).Sub(now))
+}
+
+// pace applies policy to one reconcile of b's subjects: it looks at the
+// subjects b changed that have not rolled out yet (changing, read from the
+// cache), clears the mark of those that have, halts (and rolls back) on
+// one that failed, and returns the part of todo to patch now, marked, or
+// a *rollingOut to report. inForce counts the selected subjects that
+// record b at its generation; total the selected ones.
+func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, policy RolloutPolicy, todo []work, changing []string, inForce, total int) ([]work, error) {
+	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
+	if !ok {
+		err := fmt.Errorf("%s: a rollout policy needs a status that records a rollout (embed duck.Status)", describe(b))
+		return nil, unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
+	}
+	now := time.Now()
+	ro := rec.GetRollout()
+	if ro == nil || ro.Generation != b.GetGeneration() {
+		ro = &duck.RolloutStatus{Generation: b.GetGeneration()}
+	} else {
+		cp := *ro
+		cp.Changing, cp.Halted = slices.Clone(ro.Changing), slices.Clone(ro.Halted)
+		ro = &cp
+	}
+	defer func() { rec.SetRollout(ro) }()
+
+	// The subjects still changing, and those that failed.
+	var still []string
+	failed := map[string]string{}
+	for _, name := range changing {
+		done, failure, err := r.rolloutState(ctx, s, name, policy.Deadline, now)
+		switch {
+		case err != nil:
+			return nil, err
+		case done:
+			if err := r.clearMark(ctx, s, name); err != nil {
+				return nil, fmt.Errorf("%s: subject %s %s/%s: %w", describe(b), s.gvr.GroupResource(), s.ref.Namespace, name, err)
+			}
+		case failure != "":
+			failed[name] = failure
+			still = append(still, name)
+		default:
+			still = append(still, name)
+		}
+	}
+	if len(failed) > 0 && len(ro.Halted) == 0 {
+		ro.Halted = slices.Sorted(mapsKeys(failed))
+		var why []string
+		for _, name := range ro.Halted {
+			why = append(why, name+": "+failed[name])
+		}
+		msg := fmt.Sprintf("rollout of generation %d halted at wave %d: %s", b.GetGeneration(), ro.Wave, strings.Join(why, "; "))
+		if policy.Rollback {
+			var rolledBack []string
+			for _, name := range still {
+				if err := r.rollBack(ctx, s, name); err != nil {
+					msg += fmt.Sprintf("; rollback of %s failed: %v", name, err)
+					continue
+				}
+				rolledBack = append(rolledBack, name)
+			}
+			if len(rolledBack) > 0 {
+				msg += "; rolled back " + strings.Join(rolledBack, ", ")
+				rolloutObserverOf(r.observerIn(ctx)).RolloutRolledBack(r.GVR.GroupResource(), len(rolledBack))
+			}
+			still = slices.DeleteFunc(still, func(n string) bool { return slices.Contains(rolledBack, n) })
+		}
+		rolloutObserverOf(r.observerIn(ctx)).RolloutHalted(r.GVR.GroupResource())
+		if r.Recorder != nil {
+			r.Recorder.Event(b, corev1.EventTypeWarning, ReasonRolloutHalted, msg)
+		}
+		ro.Changing = still
+		ro.Total, ro.Updated = total, max(0, inForce-len(still))
+		return nil, &rollingOut{reason: ReasonRolloutHalted, message: msg, retry: 0}
+	}
+	ro.Total = total
+	ro.Changing = still
+	ro.Updated = max(0, inForce-len(still))
+	if len(ro.Halted) > 0 {
+		// Halted at this generation: nothing more until the Binding changes.
+		return nil, &rollingOut{reason: ReasonRolloutHalted, message: haltedMessage(b)}
+	}
+	if wait := r.generations.quietFor(b, policy.Quiet, now); wait > 0 && len(todo) > 0 {
+		return nil, &rollingOut{reason: ReasonRollingOut, retry: wait,
+			message: fmt.Sprintf("generation %d: waiting %v for edits to settle before rolling out", b.GetGeneration(), wait.Round(time.Millisecond))}
+	}
+	// A subject still changing (patched for an earlier generation) waits
+	// for its rollout before it is patched again.
+	todo = slices.DeleteFunc(todo, func(w work) bool { return slices.Contains(still, w.name) })
+	allowed := policy.max(total) - len(still)
+	if allowed <= 0 || len(todo) == 0 {
+		if len(still) == 0 && len(todo) == 0 {
+			return nil, nil // rolled out
+		}
+		return nil, &rollingOut{reason: ReasonRollingOut, retry: rolloutRecheck, message: progress(b, ro, len(todo))}
+	}
+	now = time.Now()
+	wave := todo[:min(allowed, len(todo))]
+	mark := r.boundBy(b).String() + "@" + strconv.FormatInt(now.Unix(), 10)
+	for i := range wave {
+		wave[i].mark, wave[i].rollback = mark, policy.Rollback
+	}
+	ro.Wave++
+	rolloutObserverOf(r.observerIn(ctx)).RolloutWave(r.GVR.GroupResource())
+	return wave, &rollingOut{reason: ReasonRollingOut, retry: rolloutRecheck, message: progress(b, ro, len(todo))}
+}
+
+// haltedMessage is the message of a halted rollout, as recorded.
+func haltedMessage(b Bindable) string {
+	if c := lastReady(b); c != nil && c.Reason == ReasonRolloutHalted {
+		return c.Message
+	}
+	return fmt.Sprintf("rollout of generation %d halted", b.GetGeneration())
+}
+
+// lastReady is b's Ready condition as last written.
+func lastReady(b Bindable) *metav1.Condition {
+	for _, c := range b.GetBindingStatus().GetConditions() {
+		if c.Type == duck.ConditionReady {
+			return &c
+		}
+	}
+	return nil
+}
+
+// progress says how far the rollout of b is.
+func progress(b Bindable, ro *duck.RolloutStatus, left int) string {
+	return fmt.Sprintf("rolling out generation %d: %d of %d subjects updated, %d changing, %d to go, wave %d",
+		b.GetGeneration(), ro.Updated, ro.Total, len(ro.Changing), left, ro.Wave)
+}
+
+func mapsKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// rolloutState reads subject name in full and says whether its rollout is
+// complete, or why it failed: past deadline since the reconciler changed
+// it, or its Deployment reports ProgressDeadlineExceeded.
+func (r *BaseReconciler) rolloutState(ctx context.Context, s *subject, name string, deadline time.Duration, now time.Time) (done bool, failure string, _ error) {
+	u, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("subject %s %s/%s: read its rollout: %w", s.gvr.GroupResource(), s.ref.Namespace, name, err)
+	}
+	if complete, failed := RolledOut(u); complete {
+		return true, "", nil
+	} else if failed != "" {
+		return false, failed, nil
+	}
+	if _, at, ok := strings.Cut(u.GetAnnotations()[ChangingAnnotation], "@"); ok {
+		if sec, err := strconv.ParseInt(at, 10, 64); err == nil && now.Sub(time.Unix(sec, 0)) > deadline {
+			return false, fmt.Sprintf("not rolled out within %v", deadline), nil
+		}
+	}
+	return false, "", nil
+}
+
+// RolledOut reads a workload's rollout from its status: complete once its
+// controller has observed the current generation and every replica is
+// updated and available (Deployment, StatefulSet, DaemonSet); failed, with
+// the reason, when a Deployment reports ProgressDeadlineExceeded. Kinds
+// without a rollout status are complete.
+func RolledOut(u *unstructured.Unstructured) (complete bool, failed string) {
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	num := func(m map[string]any, field string) int64 {
+		v, _, _ := unstructured.NestedInt64(m, field)
+		return v
+	}
+	observed := num(status, "observedGeneration") >= u.GetGeneration()
+	replicas := int64(1)
+	if v, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); found {
+		replicas = v
+	}
+	switch u.GroupVersionKind().GroupKind().String() {
+	case "Deployment.apps":
+		conds, _, _ := unstructured.NestedSlice(status, "conditions")
+		for _, c := range conds {
+			if c, ok := c.(map[string]any); ok && c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded" {
+				return false, "ProgressDeadlineExceeded"
+			}
+		}
+		return observed && num(status, "updatedReplicas") == replicas && num(status, "availableReplicas") >= replicas &&
+			num(status, "replicas") == replicas, ""
+	case "StatefulSet.apps":
+		cur, _, _ := unstructured.NestedString(status, "currentRevision")
+		upd, _, _ := unstructured.NestedString(status, "updateRevision")
+		return observed && num(status, "updatedReplicas") == replicas && num(status, "readyReplicas") >= replicas && cur == upd, ""
+	case "DaemonSet.apps":
+		desired := num(status, "desiredNumberScheduled")
+		return observed && num(status, "updatedNumberScheduled") == desired && num(status, "numberAvailable") >= desired, ""
+	}
+	return true, ""
+}
+
+// clearMark removes the rollout annotations of a subject that rolled out:
+// a metadata change, which starts no rollout.
+func (r *BaseReconciler) clearMark(ctx context.Context, s *subject, name string) error {
+	body := []byte(`{"metadata":{"annotations":{"` + ChangingAnnotation + `":null,"` + RollbackAnnotation + `":null}}}`)
+	_, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// rollBack gives subject name back what it had before the reconciler
+// changed it (its RollbackAnnotation), and drops the rollout annotations.
+// A subject without one (a policy without rollback when it was patched) is
+// left as it is.
+func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, name string) error {
+	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
+	u, err := client.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	saved, ok := u.GetAnnotations()[RollbackAnnotation]
+	if !ok {
+		return errors.New("no rollback recorded")
+	}
+	var reverse []map[string]any
+	if err := json.Unmarshal([]byte(saved), &reverse); err != nil {
+		return fmt.Errorf("annotation %s: %w", RollbackAnnotation, err)
+	}
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": u.GetResourceVersion()},
+		{"op": "remove", "path": "/metadata/annotations/" + escapePointer(ChangingAnnotation)},
+		{"op": "remove", "path": "/metadata/annotations/" + escapePointer(RollbackAnnotation)},
+	}
+	body, err := json.Marshal(append(ops, reverse...))
+	if err != nil {
+		return err
+	}
+	_, err = client.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)})
+	return err
+}
+
+// escapePointer escapes a JSON pointer token.
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// markChange adds the rollout annotations to after, a subject's pod
+// template changed by w: the mark, and with w.rollback the patch back to
+// before. A change that leaves the pod template as it was (the bound
+// record only) starts no rollout and is not marked.
+func markChange(shape duck.Shape, w work, before, after *duck.WithPod) (*duck.WithPod, error) {
+	if w.mark == "" || equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
+		return after, nil
+	}
+	marked := after.DeepCopy()
+	if marked.Annotations == nil {
+		marked.Annotations = map[string]string{}
+	}
+	marked.Annotations[ChangingAnnotation] = w.mark
+	if w.rollback {
+		reverse, err := shape.CreatePatch(after, before)
+		if err != nil {
+			return nil, fmt.Errorf("rollback patch: %w", err)
+		}
+		js, err := json.Marshal(reverse)
+		if err != nil {
+			return nil, fmt.Errorf("rollback patch: %w", err)
+		}
+		marked.Annotations[RollbackAnnotation] = string(js)
+	}
+	return marked, nil
+}
+
+// RolloutObserver is an Observer that is also told of rollouts, for
+// metrics (package metrics implements it). Its methods are called from the
+// reconciler's workers; they must be quick.
+type RolloutObserver interface {
+	// RolloutWave: a wave of subjects was started.
+	RolloutWave(binding schema.GroupResource)
+	// RolloutHalted: a rollout halted.
+	RolloutHalted(binding schema.GroupResource)
+	// RolloutRolledBack: n subjects of a halted wave were rolled back.
+	RolloutRolledBack(binding schema.GroupResource, n int)
+}
+
+// rolloutObserverOf is o when it observes rollouts, else one that does
+// nothing.
+func rolloutObserverOf(o Observer) RolloutObserver {
+	if ro, ok := o.(RolloutObserver); ok {
+		return ro
+	}
+	return nopObserver{}
+}
+
+func (nopObserver) RolloutWave(schema.GroupResource)            {}
+func (nopObserver) RolloutHalted(schema.GroupResource)          {}
+func (nopObserver) RolloutRolledBack(schema.GroupResource, int) {}
