@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -72,6 +73,11 @@ type MutatingPolicyOptions struct {
 	// namespace and, unless the operator allows them, the kube-*
 	// namespaces. Default: none.
 	ExcludedNamespaces []string
+	// SkipPatchesBy, if set, is the field manager of the kind's
+	// reconciler: the policy does not mutate the updates it sends (its
+	// own patches, unbinding and rollbacks among them), as the webhook is
+	// not called for them (psbinding.OwnPatchesCondition).
+	SkipPatchesBy string
 	// Inclusion admits only in namespaces labelled IncludeLabel=true
 	// (psbinding.InclusionMode); by default every namespace but those
 	// labelled ExcludeLabel=true.
@@ -194,11 +200,7 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: gvr.GroupVersion().String(), Kind: opts.Kind},
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules, MatchPolicy: &equivalent,
 				NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{}},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name: "not-excluded",
-				Expression: "!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
-					"object.metadata.labels['" + ExcludeLabel + "'] != 'true'",
-			}},
+			MatchConditions:    matchConditions(opts.SkipPatchesBy),
 			Variables:          variables,
 			Mutations:          mutations,
 			FailurePolicy:      &fail,
@@ -214,6 +216,29 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 		},
 	}
 	return m, b, nil
+}
+
+// OwnPatchesCondition names the match condition that spares the
+// reconciler's own patches (psbinding.OwnPatchesCondition, repeated).
+const OwnPatchesCondition = "bindings.bindkit.dev/not-own-patch"
+
+// matchConditions leave alone objects labelled ExcludeLabel=true and,
+// with skipPatchesBy, the updates that field manager sends.
+func matchConditions(skipPatchesBy string) []admissionregistrationv1.MatchCondition {
+	out := []admissionregistrationv1.MatchCondition{{
+		Name: "not-excluded",
+		Expression: "!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
+			"object.metadata.labels['" + ExcludeLabel + "'] != 'true'",
+	}}
+	if skipPatchesBy != "" {
+		out = append(out, admissionregistrationv1.MatchCondition{
+			Name: OwnPatchesCondition,
+			// As the webhook's: an UPDATE's options carry its
+			// fieldManager, left out when empty, hence has().
+			Expression: fmt.Sprintf("!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == %s)", strconv.Quote(skipPatchesBy)),
+		})
+	}
+	return out
 }
 
 // namespaceSelector is where the webhook would be called: not in the

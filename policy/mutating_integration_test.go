@@ -252,7 +252,7 @@ func TestMutatingPolicyCarriesServerDefaults(t *testing.T) {
 	api := kubernetes.NewForConfigOrDie(env.Config).AdmissionregistrationV1()
 	for i, opts := range []policy.MutatingPolicyOptions{
 		{Resource: envBindings, Kind: "EnvBinding", Name: "defaults-plain"},
-		{Resource: envBindings, Kind: "EnvBinding", Name: "defaults-scoped", ExcludedNamespaces: []string{"kube-system", "bindkit-system"}, Inclusion: true},
+		{Resource: envBindings, Kind: "EnvBinding", Name: "defaults-scoped", ExcludedNamespaces: []string{"kube-system", "bindkit-system"}, Inclusion: true, SkipPatchesBy: "envbinding-controller"},
 	} {
 		m, b, err := policy.MutatingPolicy(opts)
 		if err != nil {

@@ -1,6 +1,7 @@
 package wiring
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -71,7 +72,9 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options) *controller.Im
 		Kind:               b.GVK.Kind,
 		Name:               name,
 		ExcludedNamespaces: ExcludedNamespaces(ctx),
-		Inclusion:          opts.SelectorMode == psbinding.InclusionMode,
+		// The reconciler's field manager, as the process will name it.
+		SkipPatchesBy: cmp.Or(opts.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager),
+		Inclusion:     opts.SelectorMode == psbinding.InclusionMode,
 	}
 	objects, err := policy.MutatingPolicyObjects(popts, kube, policies.Lister(), bindings.Lister(), b.ControllerName)
 	if err != nil {

@@ -190,6 +190,9 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 	wopts := webhookOptions(ictx, p.flags, logger)
 	ictx = webhook.WithOptions(ictx, wopts)
 	ictx = policy.WithAdmission(ictx, p.flags.DeclarativeAdmission)
+	// Constructors see the field manager the Impls' reconciles will write
+	// with (a declarative kind's policy spares those writes).
+	ictx = controller.WithFieldManager(ictx, p.component)
 	impls, err := construct(ictx, cmw, ctors)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -21,6 +22,8 @@ const (
 	CACertsVolume = "sinkbinding-ca-certs"
 	// CACertsPath is where it is mounted.
 	CACertsPath = "/var/run/sinkbinding/ca-certs"
+	// ForwarderContainer is the sidecar of SinkBindingSpec.ForwarderImage.
+	ForwarderContainer = "sink-forwarder"
 )
 
 var (
@@ -56,7 +59,28 @@ func (b *SinkBinding) Declare() declarative.Spec {
 			Secret: &corev1.SecretVolumeSource{SecretName: b.Spec.CACertsSecret, DefaultMode: &mode}}}}
 		spec.InitContainersToo = true
 	}
+	if b.Spec.ForwarderImage != "" {
+		// With the defaults the API server fills in, so that what a
+		// subject stores is what Do sets.
+		spec.Containers = []corev1.Container{{
+			Name: ForwarderContainer, Image: b.Spec.ForwarderImage,
+			Env:                      []corev1.EnvVar{{Name: SinkEnv, Value: b.Spec.Sink}},
+			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			ImagePullPolicy:          pullPolicy(b.Spec.ForwarderImage),
+		}}
+	}
 	return spec
+}
+
+// pullPolicy is the API server's default for image: Always for :latest or
+// no tag, IfNotPresent otherwise.
+func pullPolicy(image string) corev1.PullPolicy {
+	name := image[strings.LastIndex(image, "/")+1:]
+	if strings.Contains(image, "@") || (strings.Contains(name, ":") && !strings.HasSuffix(name, ":latest")) {
+		return corev1.PullIfNotPresent
+	}
+	return corev1.PullAlways
 }
 
 // Do implements psbinding.Bindable with the declared Spec.

@@ -16,12 +16,17 @@ import (
 func TestSinkBindingContract(t *testing.T) {
 	for _, caCerts := range []string{"", "sink-ca"} {
 		t.Run("caCertsSecret="+caCerts, func(t *testing.T) {
+			forwarder := ""
+			if caCerts != "" {
+				forwarder = "registry.example.com/forwarder:1.2"
+			}
 			b := &v1alpha1.SinkBinding{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sink", Generation: 1},
 				Spec: v1alpha1.SinkBindingSpec{
-					Subject:       tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
-					Sink:          "https://sink.example.com",
-					CACertsSecret: caCerts,
+					Subject:        tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+					Sink:           "https://sink.example.com",
+					CACertsSecret:  caCerts,
+					ForwarderImage: forwarder,
 				},
 			}
 			if err := b.Declare().Validate(); err != nil {

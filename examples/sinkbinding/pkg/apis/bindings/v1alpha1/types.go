@@ -45,6 +45,12 @@ type SinkBindingSpec struct {
 	// K_CA_CERTS.
 	// +optional
 	CACertsSecret string `json:"caCertsSecret,omitempty"`
+	// ForwarderImage, if set, adds a sidecar of this image (named
+	// ForwarderContainer) that the workload's containers may send events
+	// through.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ForwarderImage string `json:"forwarderImage,omitempty"`
 }
 
 // SinkBindingList is a list of SinkBindings.
