@@ -78,6 +78,13 @@ type MutatingPolicyOptions struct {
 	// own patches, unbinding and rollbacks among them), as the webhook is
 	// not called for them (psbinding.OwnPatchesCondition).
 	SkipPatchesBy string
+	// RolloutByDefault says the kind paces its Bindings' rollouts by
+	// default (wiring.Options.Rollout); a Binding's
+	// RolloutMaxChangingAnnotation overrides it. Under a rollout, a
+	// subject that records an earlier generation of the Binding is left
+	// as it is at admission (the rollout reaches it in its wave), as the
+	// webhook does.
+	RolloutByDefault bool
 	// Inclusion admits only in namespaces labelled IncludeLabel=true
 	// (psbinding.InclusionMode); by default every namespace but those
 	// labelled ExcludeLabel=true.
@@ -153,9 +160,18 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 		// The bound annotation as the webhook writes it (duck.Bound.String):
 		// this Binding's entry, at its generation, among the others, sorted.
 		{Name: "boundEntry", Expression: "'" + gvr.GroupResource().String() + "/' + params.metadata.name + ':' + string(params.metadata.generation)"},
-		{Name: "boundOthers", Expression: "(has(object.metadata.annotations) && '" + BoundAnnotation + "' in object.metadata.annotations ? " +
-			"object.metadata.annotations['" + BoundAnnotation + "'].split(',') : []).map(e, e.trim())" +
-			".filter(e, e != '' && !e.startsWith('" + gvr.GroupResource().String() + "/' + params.metadata.name + ':'))"},
+		{Name: "boundAll", Expression: "(has(object.metadata.annotations) && '" + BoundAnnotation + "' in object.metadata.annotations ? " +
+			"object.metadata.annotations['" + BoundAnnotation + "'].split(',') : []).map(e, e.trim())"},
+		{Name: "boundOthers", Expression: "variables.boundAll.filter(e, e != '' && !e.startsWith('" + gvr.GroupResource().String() + "/' + params.metadata.name + ':'))"},
+		// Under a rollout, a subject the rollout has not reached (it
+		// records an earlier generation) waits for its wave; one rolled
+		// back from this generation is held.
+		{Name: "rolling", Expression: "has(params.metadata.annotations) && '" + RolloutMaxChangingAnnotation + "' in params.metadata.annotations ? " +
+			"!(params.metadata.annotations['" + RolloutMaxChangingAnnotation + "'].trim() in ['0', 'off']) : " + strconv.FormatBool(opts.RolloutByDefault)},
+		{Name: "applies", Expression: "variables.matches && " +
+			"!(has(object.metadata.annotations) && '" + HeldAnnotation + "' in object.metadata.annotations && " +
+			"object.metadata.annotations['" + HeldAnnotation + "'] == variables.boundEntry) && " +
+			"!(variables.rolling && variables.boundAll.exists(e, e.startsWith('" + gvr.GroupResource().String() + "/' + params.metadata.name + ':') && e != variables.boundEntry))"},
 	}
 	// The defaults the kube-apiserver fills in, so that the stored specs
 	// equal the built ones and the Reconciler settles.
@@ -170,7 +186,7 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 	annotation := "metadata: Object.metadata{annotations: {'" + BoundAnnotation + "': " +
 		"(variables.boundOthers.filter(e, e < variables.boundEntry) + [variables.boundEntry] + " +
 		"variables.boundOthers.filter(e, e > variables.boundEntry)).join(',')}}"
-	apply := "!variables.matches ? Object{} : "
+	apply := "!variables.applies ? Object{} : "
 	for i, sh := range shapes {
 		path, err := celPath(fmt.Sprintf("Shapes[%d].PodSpecPath", i), sh.PodSpecPath, "")
 		if err != nil {
@@ -217,6 +233,13 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 	}
 	return m, b, nil
 }
+
+// The rollout annotations the policy reads (psbinding's, repeated):
+// RolloutMaxChangingAnnotation on a Binding, HeldAnnotation on a subject.
+const (
+	RolloutMaxChangingAnnotation = "rollout.bindings.bindkit.dev/max-changing"
+	HeldAnnotation               = "bindings.bindkit.dev/held"
+)
 
 // OwnPatchesCondition names the match condition that spares the
 // reconciler's own patches (psbinding.OwnPatchesCondition, repeated).

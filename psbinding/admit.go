@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,8 +236,11 @@ func (a *admitter) waitsForItsWave(b Bindable, by duck.BoundBy, subject *duck.Wi
 	if by.Resource.Empty() || b.GetDeletionTimestamp() != nil {
 		return false
 	}
+	if subject.Annotations[HeldAnnotation] == by.String()+":"+strconv.FormatInt(b.GetGeneration(), 10) {
+		return true // rolled back from this generation's halted rollout
+	}
 	s := Settings{Rollout: a.rollout}
-	if p, err := s.rolloutPolicy(b); err != nil || !p.enabled() {
+	if p, err := s.rolloutPolicy(b); err != nil || !p.Enabled() {
 		return false
 	}
 	gen, recorded := duck.BoundOf(subject.Annotations)[by]

@@ -49,6 +49,12 @@ const (
 	// the template and bound record it had before, with a policy that
 	// rolls back.
 	RollbackAnnotation = "bindings.bindkit.dev/rollback"
+	// HeldAnnotation is set on a subject rolled back from a halted
+	// rollout: "<resource>.<group>/<name>:<generation>". Admission (the
+	// webhook and the policy) does not apply that generation of that
+	// Binding to it, so an update by anyone else does not undo the
+	// rollback; the Binding's next generation, rolled out, removes it.
+	HeldAnnotation = "bindings.bindkit.dev/held"
 )
 
 // Ready reasons of a Binding paced by a rollout policy.
@@ -92,8 +98,8 @@ type RolloutPolicy struct {
 	Quiet time.Duration
 }
 
-// enabled reports whether p paces anything.
-func (p RolloutPolicy) enabled() bool {
+// Enabled reports whether p paces anything.
+func (p RolloutPolicy) Enabled() bool {
 	if p.MaxChanging.Type == intstr.String {
 		return p.MaxChanging.StrVal != "" && p.MaxChanging.StrVal != "0%"
 	}
@@ -194,6 +200,30 @@ type generations struct {
 type seenGeneration struct {
 	generation int64
 	at         time.Time
+	// changing are the subjects this process patched under the policy
+	// and has not seen roll out: the cache may not show their mark yet
+	// when the next reconcile runs.
+	changing []string
+}
+
+// changingOf returns the subjects of b this process patched and has not
+// seen roll out.
+func (g *generations) changingOf(b Bindable) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.seen[b.GetUID()].changing)
+}
+
+// setChanging records the subjects of b still changing.
+func (g *generations) setChanging(b Bindable, names []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen == nil {
+		g.seen = map[types.UID]seenGeneration{}
+	}
+	s := g.seen[b.GetUID()]
+	s.changing = slices.Compact(slices.Sorted(slices.Values(names)))
+	g.seen[b.GetUID()] = s
 }
 
 // quietFor returns how much longer b's generation must stay unchanged
@@ -206,7 +236,7 @@ func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time) t
 	}
 	s, ok := g.seen[b.GetUID()]
 	if !ok || s.generation != b.GetGeneration() {
-		s = seenGeneration{generation: b.GetGeneration(), at: now}
+		s = seenGeneration{generation: b.GetGeneration(), at: now, changing: s.changing}
 		if !ok && b.GetGeneration() == 1 {
 			// A new Binding has had no edit to wait for.
 			s.at = now.Add(-quiet)
@@ -237,13 +267,20 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 		cp.Changing, cp.Halted = slices.Clone(ro.Changing), slices.Clone(ro.Halted)
 		ro = &cp
 	}
-	defer func() { rec.SetRollout(ro) }()
+	defer func() { rec.SetRollout(ro); r.generations.setChanging(b, ro.Changing) }()
 
-	// The subjects still changing, and those that failed.
+	// The subjects still changing, and those that failed: those the cache
+	// shows marked, and those this process or the last status says it
+	// patched, which the cache may not show yet; each is read live.
+	changing = append(changing, r.generations.changingOf(b)...)
+	if prev := rec.GetRollout(); prev != nil {
+		changing = append(changing, prev.Changing...)
+	}
+	changing = slices.Compact(slices.Sorted(slices.Values(changing)))
 	var still []string
 	failed := map[string]string{}
 	for _, name := range changing {
-		done, failure, err := r.rolloutState(ctx, s, name, policy.Deadline, now)
+		done, failure, err := r.rolloutState(ctx, s, name, r.boundBy(b).String()+"@", policy.Deadline, now)
 		switch {
 		case err != nil:
 			return nil, err
@@ -268,7 +305,7 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 		if policy.Rollback {
 			var rolledBack []string
 			for _, name := range still {
-				if err := r.rollBack(ctx, s, name); err != nil {
+				if err := r.rollBack(ctx, s, name, r.boundBy(b).String()+":"+strconv.FormatInt(b.GetGeneration(), 10)); err != nil {
 					msg += fmt.Sprintf("; rollback of %s failed: %v", name, err)
 					continue
 				}
@@ -357,13 +394,16 @@ func mapsKeys(m map[string]string) func(func(string) bool) {
 // rolloutState reads subject name in full and says whether its rollout is
 // complete, or why it failed: past deadline since the reconciler changed
 // it, or its Deployment reports ProgressDeadlineExceeded.
-func (r *BaseReconciler) rolloutState(ctx context.Context, s *subject, name string, deadline time.Duration, now time.Time) (done bool, failure string, _ error) {
+func (r *BaseReconciler) rolloutState(ctx context.Context, s *subject, name, mark string, deadline time.Duration, now time.Time) (done bool, failure string, _ error) {
 	u, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true, "", nil
 	}
 	if err != nil {
 		return false, "", fmt.Errorf("subject %s %s/%s: read its rollout: %w", s.gvr.GroupResource(), s.ref.Namespace, name, err)
+	}
+	if !strings.HasPrefix(u.GetAnnotations()[ChangingAnnotation], mark) {
+		return true, "", nil // not (or no longer) changed by this Binding
 	}
 	if complete, failed := RolledOut(u); complete {
 		return true, "", nil
@@ -430,7 +470,7 @@ func (r *BaseReconciler) clearMark(ctx context.Context, s *subject, name string)
 // changed it (its RollbackAnnotation), and drops the rollout annotations.
 // A subject without one (a policy without rollback when it was patched) is
 // left as it is.
-func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, name string) error {
+func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, name, hold string) error {
 	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
 	u, err := client.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -443,6 +483,15 @@ func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, name string) 
 	if !ok {
 		return errors.New("no rollback recorded")
 	}
+	// Held first, so that admission leaves the subject as it is rolled
+	// back to, whoever updates it next.
+	held, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{HeldAnnotation: hold}}})
+	if err != nil {
+		return err
+	}
+	if u, err = client.Patch(ctx, name, types.MergePatchType, held, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)}); err != nil {
+		return fmt.Errorf("hold: %w", err)
+	}
 	var reverse []map[string]any
 	if err := json.Unmarshal([]byte(saved), &reverse); err != nil {
 		return fmt.Errorf("annotation %s: %w", RollbackAnnotation, err)
@@ -451,13 +500,28 @@ func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, name string) 
 		{"op": "test", "path": "/metadata/resourceVersion", "value": u.GetResourceVersion()},
 		{"op": "remove", "path": "/metadata/annotations/" + escapePointer(ChangingAnnotation)},
 		{"op": "remove", "path": "/metadata/annotations/" + escapePointer(RollbackAnnotation)},
+		{"op": "remove", "path": "/metadata/annotations/" + escapePointer(HeldAnnotation)},
 	}
-	body, err := json.Marshal(append(ops, reverse...))
+	ops = append(ops, reverse...)
+	// The hold again, whatever the reverse did to the annotations.
+	if !removesAnnotations(reverse) {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + escapePointer(HeldAnnotation), "value": hold})
+	} else {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{HeldAnnotation: hold}})
+	}
+	body, err := json.Marshal(ops)
 	if err != nil {
 		return err
 	}
 	_, err = client.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)})
 	return err
+}
+
+// removesAnnotations reports whether ops remove the annotations map whole.
+func removesAnnotations(ops []map[string]any) bool {
+	return slices.ContainsFunc(ops, func(op map[string]any) bool {
+		return op["op"] == "remove" && op["path"] == "/metadata/annotations"
+	})
 }
 
 // escapePointer escapes a JSON pointer token.
@@ -470,7 +534,15 @@ func escapePointer(s string) string {
 // before. A change that leaves the pod template as it was (the bound
 // record only) starts no rollout and is not marked.
 func markChange(shape duck.Shape, w work, before, after *duck.WithPod) (*duck.WithPod, error) {
-	if w.mark == "" || equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
+	if w.mark == "" {
+		return after, nil
+	}
+	if _, held := after.Annotations[HeldAnnotation]; held {
+		// Reached by a rollout again: whatever held it is over.
+		after = after.DeepCopy()
+		delete(after.Annotations, HeldAnnotation)
+	}
+	if equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
 		return after, nil
 	}
 	marked := after.DeepCopy()

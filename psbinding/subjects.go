@@ -311,7 +311,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 		return unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
 	}
 	var pacing error
-	if policy.enabled() {
+	if policy.Enabled() {
 		slices.Sort(changing)
 		if todo, pacing = r.pace(ctx, b, s, policy, todo, changing, inForce, len(selected)); todo == nil && pacing != nil {
 			if _, ok := pacing.(*rollingOut); !ok {
@@ -333,6 +333,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 			}
 			slices.Sort(st.Changing)
 			st.Changing = slices.Compact(st.Changing)
+			r.generations.setChanging(b, st.Changing)
 			ro.message = progress(b, st, 0)
 		}
 	}

@@ -73,8 +73,9 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options) *controller.Im
 		Name:               name,
 		ExcludedNamespaces: ExcludedNamespaces(ctx),
 		// The reconciler's field manager, as the process will name it.
-		SkipPatchesBy: cmp.Or(opts.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager),
-		Inclusion:     opts.SelectorMode == psbinding.InclusionMode,
+		SkipPatchesBy:    cmp.Or(opts.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager),
+		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
+		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
 	}
 	objects, err := policy.MutatingPolicyObjects(popts, kube, policies.Lister(), bindings.Lister(), b.ControllerName)
 	if err != nil {
