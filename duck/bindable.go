@@ -98,14 +98,28 @@ type RolloutStatus struct {
 	// Wave counts the waves started for Generation, the current one
 	// included.
 	Wave int `json:"wave"`
-	// Changing names the subjects patched and not yet rolled out.
+	// Changing are the subjects patched and not yet rolled out, with when
+	// each was patched (its deadline runs from then).
 	// +optional
-	Changing []string `json:"changing,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	Changing []ChangingSubject `json:"changing,omitempty"`
 	// Halted names the subjects whose rollout failed; while it is set for
 	// Generation, no further subject is patched. A new generation (a fixed
 	// Binding) resumes the rollout.
 	// +optional
 	Halted []string `json:"halted,omitempty"`
+}
+
+// ChangingSubject is a subject of a rollout patched and not yet rolled
+// out.
+type ChangingSubject struct {
+	// Name is the subject's name, in the Binding's namespace.
+	Name string `json:"name"`
+	// Since is when its pod template was patched.
+	Since metav1.Time `json:"since"`
+	// Generation is the Binding generation it was patched to.
+	Generation int64 `json:"generation"`
 }
 
 // RolloutRecorder is a BindableStatus that can record a rollout's
@@ -194,7 +208,7 @@ func (s *Status) DeepCopyInto(out *Status) {
 	}
 	if s.Rollout != nil {
 		r := *s.Rollout
-		r.Changing = slices.Clone(s.Rollout.Changing)
+		r.Changing = slices.Clone(s.Rollout.Changing) // Since holds no pointer but its time.Time's location, shared read-only
 		r.Halted = slices.Clone(s.Rollout.Halted)
 		out.Rollout = &r
 	}

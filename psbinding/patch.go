@@ -269,9 +269,9 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if w.mark != "" {
-			// Under a rollout policy: the subject is marked as changing
-			// (and what undoes the change kept) in the same patch.
+		if w.paced {
+			// Under a rollout policy: what undoes the change is kept in
+			// the same patch.
 			marked, err := markChange(s.shape, w, before, after)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)

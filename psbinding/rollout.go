@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,15 +40,17 @@ const (
 	RolloutRollbackAnnotation = "rollout.bindings.bindkit.dev/rollback"
 )
 
-// The annotations the reconciler keeps on a subject it patched under a
-// rollout policy, until the subject has rolled out.
+// The annotations the reconciler writes on subjects under a rollout
+// policy. The subjects changing are recorded in the Binding's status
+// (duck.RolloutStatus.Changing), not on them: an annotation written to
+// a Deployment, and cleared afterwards, would bump its generation twice.
 const (
-	// ChangingAnnotation names the Binding that changed the subject's pod
-	// template and when: "<resource>.<group>/<name>@<unix seconds>".
-	ChangingAnnotation = "bindings.bindkit.dev/changing"
-	// RollbackAnnotation holds the JSON patch that gives the subject back
-	// the template and bound record it had before, with a policy that
-	// rolls back.
+	// RollbackAnnotation holds, under a policy that rolls back, what gives
+	// the subject back the template and bound record it had before the
+	// Binding's generation changed it: "<resource>.<group>/<name>:<generation>"
+	// and the JSON patch, space-separated. It is written in the patch that
+	// changes the subject, and left there once the subject rolled out (the
+	// next rollout's replaces it).
 	RollbackAnnotation = "bindings.bindkit.dev/rollback"
 	// HeldAnnotation is set on a subject rolled back from a halted
 	// rollout: "<resource>.<group>/<name>:<generation>". Admission (the
@@ -201,29 +204,45 @@ type seenGeneration struct {
 	generation int64
 	at         time.Time
 	// changing are the subjects this process patched under the policy
-	// and has not seen roll out: the cache may not show their mark yet
-	// when the next reconcile runs.
-	changing []string
+	// and has not seen roll out, with when: the status the next
+	// reconcile reads from the cache may not show them yet.
+	changing []duck.ChangingSubject
 }
 
 // changingOf returns the subjects of b this process patched and has not
 // seen roll out.
-func (g *generations) changingOf(b Bindable) []string {
+func (g *generations) changingOf(b Bindable) []duck.ChangingSubject {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.seen[b.GetUID()].changing)
 }
 
 // setChanging records the subjects of b still changing.
-func (g *generations) setChanging(b Bindable, names []string) {
+func (g *generations) setChanging(b Bindable, changing []duck.ChangingSubject) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.seen == nil {
 		g.seen = map[types.UID]seenGeneration{}
 	}
 	s := g.seen[b.GetUID()]
-	s.changing = slices.Compact(slices.Sorted(slices.Values(names)))
+	s.changing = slices.Clone(changing)
 	g.seen[b.GetUID()] = s
+}
+
+// mergeChanging is every subject of the lists, once, as last patched
+// (the newest generation, then the latest time), sorted by name.
+func mergeChanging(lists ...[]duck.ChangingSubject) []duck.ChangingSubject {
+	byName := map[string]duck.ChangingSubject{}
+	for _, list := range lists {
+		for _, c := range list {
+			if o, ok := byName[c.Name]; !ok || c.Generation > o.Generation || (c.Generation == o.Generation && o.Since.Before(&c.Since)) {
+				byName[c.Name] = c
+			}
+		}
+	}
+	out := slices.Collect(maps.Values(byName))
+	slices.SortFunc(out, func(a, b duck.ChangingSubject) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // quietFor returns how much longer b's generation must stay unchanged
@@ -246,55 +265,60 @@ func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time) t
 	return max(0, s.at.Add(quiet).Sub(now))
 }
 
-// pace applies policy to one reconcile of b's subjects: it looks at the
-// subjects b changed that have not rolled out yet (changing, read from the
-// cache), clears the mark of those that have, halts (and rolls back) on
-// one that failed, and returns the part of todo to patch now, marked, or
-// a *rollingOut to report. inForce counts the selected subjects that
-// record b at its generation; total the selected ones.
-func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, policy RolloutPolicy, todo []work, changing []string, inForce, total int) ([]work, error) {
+// pace applies policy to one reconcile of b's subjects: it reads live
+// the subjects b changed that have not rolled out yet (from this process's
+// memory and b's status), halts (and rolls back) on one that failed, and
+// returns the part of todo to patch now (the next wave, each marked to be
+// recorded) or a *rollingOut to report. inForce counts the selected
+// subjects that record b at its generation; total the selected ones.
+func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, policy RolloutPolicy, todo []work, inForce, total int) ([]work, error) {
 	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
 	if !ok {
 		err := fmt.Errorf("%s: a rollout policy needs a status that records a rollout (embed duck.Status)", describe(b))
 		return nil, unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
 	}
 	now := time.Now()
-	ro := rec.GetRollout()
-	if ro == nil || ro.Generation != b.GetGeneration() {
-		ro = &duck.RolloutStatus{Generation: b.GetGeneration()}
-	} else {
-		cp := *ro
-		cp.Changing, cp.Halted = slices.Clone(ro.Changing), slices.Clone(ro.Halted)
-		ro = &cp
+	prev := rec.GetRollout()
+	ro := &duck.RolloutStatus{Generation: b.GetGeneration()}
+	if prev != nil && prev.Generation == b.GetGeneration() {
+		ro.Wave, ro.Halted = prev.Wave, slices.Clone(prev.Halted)
 	}
-	defer func() { rec.SetRollout(ro); r.generations.setChanging(b, ro.Changing) }()
+	var changing []duck.ChangingSubject
+	if prev != nil {
+		changing = prev.Changing
+	}
+	changing = mergeChanging(changing, r.generations.changingOf(b))
+	defer func() {
+		rec.SetRollout(ro)
+		r.generations.setChanging(b, ro.Changing)
+	}()
 
-	// The subjects still changing, and those that failed: those the cache
-	// shows marked, and those this process or the last status says it
-	// patched, which the cache may not show yet; each is read live.
-	changing = append(changing, r.generations.changingOf(b)...)
-	if prev := rec.GetRollout(); prev != nil {
-		changing = append(changing, prev.Changing...)
-	}
-	changing = slices.Compact(slices.Sorted(slices.Values(changing)))
-	var still []string
+	// The subjects still changing, and those that failed.
+	var still []duck.ChangingSubject
 	failed := map[string]string{}
-	for _, name := range changing {
-		done, failure, err := r.rolloutState(ctx, s, name, r.boundBy(b).String()+"@", policy.Deadline, now)
+	var superseded []string // changing to an earlier generation: patched again in a wave
+	for _, c := range changing {
+		done, failure, err := r.rolloutState(ctx, s, c.Name, c.Since.Time, policy.Deadline, now)
 		switch {
 		case err != nil:
 			return nil, err
 		case done:
-			if err := r.clearMark(ctx, s, name); err != nil {
-				return nil, fmt.Errorf("%s: subject %s %s/%s: %w", describe(b), s.gvr.GroupResource(), s.ref.Namespace, name, err)
-			}
+		case c.Generation != b.GetGeneration():
+			// Rolling out a superseded generation: it takes a slot until
+			// the wave that patches it to this one, and cannot halt this
+			// generation's rollout.
+			still = append(still, c)
+			superseded = append(superseded, c.Name)
 		case failure != "":
-			failed[name] = failure
-			still = append(still, name)
+			failed[c.Name] = failure
+			still = append(still, c)
 		default:
-			still = append(still, name)
+			still = append(still, c)
 		}
 	}
+	ro.Total = total
+	ro.Changing = still
+	ro.Updated = max(0, inForce-len(still))
 	if len(failed) > 0 && len(ro.Halted) == 0 {
 		ro.Halted = slices.Sorted(mapsKeys(failed))
 		var why []string
@@ -303,33 +327,38 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 		}
 		msg := fmt.Sprintf("rollout of generation %d halted at wave %d: %s", b.GetGeneration(), ro.Wave, strings.Join(why, "; "))
 		if policy.Rollback {
+			key := r.boundBy(b).String() + ":" + strconv.FormatInt(b.GetGeneration(), 10)
 			var rolledBack []string
-			for _, name := range still {
-				if err := r.rollBack(ctx, s, name, r.boundBy(b).String()+":"+strconv.FormatInt(b.GetGeneration(), 10)); err != nil {
-					msg += fmt.Sprintf("; rollback of %s failed: %v", name, err)
+			for _, c := range still {
+				if err := r.rollBack(ctx, s, c.Name, key); err != nil {
+					msg += fmt.Sprintf("; rollback of %s failed: %v", c.Name, err)
 					continue
 				}
-				rolledBack = append(rolledBack, name)
+				rolledBack = append(rolledBack, c.Name)
 			}
 			if len(rolledBack) > 0 {
 				msg += "; rolled back " + strings.Join(rolledBack, ", ")
 				rolloutObserverOf(r.observerIn(ctx)).RolloutRolledBack(r.GVR.GroupResource(), len(rolledBack))
 			}
-			still = slices.DeleteFunc(still, func(n string) bool { return slices.Contains(rolledBack, n) })
+			ro.Changing = slices.DeleteFunc(ro.Changing, func(c duck.ChangingSubject) bool { return slices.Contains(rolledBack, c.Name) })
 		}
 		rolloutObserverOf(r.observerIn(ctx)).RolloutHalted(r.GVR.GroupResource())
 		if r.Recorder != nil {
 			r.Recorder.Event(b, corev1.EventTypeWarning, ReasonRolloutHalted, msg)
 		}
-		ro.Changing = still
-		ro.Total, ro.Updated = total, max(0, inForce-len(still))
-		return nil, &rollingOut{reason: ReasonRolloutHalted, message: msg, retry: 0}
+		return nil, &rollingOut{reason: ReasonRolloutHalted, message: msg}
 	}
-	ro.Total = total
-	ro.Changing = still
-	ro.Updated = max(0, inForce-len(still))
 	if len(ro.Halted) > 0 {
-		// Halted at this generation: nothing more until the Binding changes.
+		// Halted at this generation: nothing more until the Binding
+		// changes, but a rollback that failed is tried again.
+		if policy.Rollback {
+			key := r.boundBy(b).String() + ":" + strconv.FormatInt(b.GetGeneration(), 10)
+			for _, c := range ro.Changing {
+				if slices.Contains(ro.Halted, c.Name) && c.Generation == b.GetGeneration() && r.rollBack(ctx, s, c.Name, key) == nil {
+					ro.Changing = slices.DeleteFunc(ro.Changing, func(x duck.ChangingSubject) bool { return x.Name == c.Name })
+				}
+			}
+		}
 		return nil, &rollingOut{reason: ReasonRolloutHalted, message: haltedMessage(b)}
 	}
 	if wait := r.generations.quietFor(b, policy.Quiet, now); wait > 0 && len(todo) > 0 {
@@ -338,23 +367,58 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 	}
 	// A subject still changing (patched for an earlier generation) waits
 	// for its rollout before it is patched again.
-	todo = slices.DeleteFunc(todo, func(w work) bool { return slices.Contains(still, w.name) })
-	allowed := policy.max(total) - len(still)
+	todo = slices.DeleteFunc(todo, func(w work) bool {
+		return !slices.Contains(superseded, w.name) && slices.ContainsFunc(still, func(c duck.ChangingSubject) bool { return c.Name == w.name })
+	})
+	// Superseded subjects first: their slots are taken already.
+	slices.SortStableFunc(todo, func(a, b work) int {
+		return boolOrder(!slices.Contains(superseded, a.name), !slices.Contains(superseded, b.name))
+	})
+	allowed := policy.max(total) - len(still) + countIn(todo, superseded, policy.max(total))
 	if allowed <= 0 || len(todo) == 0 {
 		if len(still) == 0 && len(todo) == 0 {
 			return nil, nil // rolled out
 		}
 		return nil, &rollingOut{reason: ReasonRollingOut, retry: rolloutRecheck, message: progress(b, ro, len(todo))}
 	}
-	now = time.Now()
 	wave := todo[:min(allowed, len(todo))]
-	mark := r.boundBy(b).String() + "@" + strconv.FormatInt(now.Unix(), 10)
+	key := r.boundBy(b).String() + ":" + strconv.FormatInt(b.GetGeneration(), 10)
+	since := metav1.NewTime(time.Now().Truncate(time.Second))
 	for i := range wave {
-		wave[i].mark, wave[i].rollback = mark, policy.Rollback
+		wave[i].paced = true
+		if policy.Rollback {
+			wave[i].rollbackKey = key
+		}
+		ro.Changing = append(ro.Changing, duck.ChangingSubject{Name: wave[i].name, Since: since, Generation: b.GetGeneration()})
 	}
+	ro.Changing = mergeChanging(ro.Changing)
 	ro.Wave++
 	rolloutObserverOf(r.observerIn(ctx)).RolloutWave(r.GVR.GroupResource())
-	return wave, &rollingOut{reason: ReasonRollingOut, retry: rolloutRecheck, message: progress(b, ro, len(todo))}
+	return wave, &rollingOut{reason: ReasonRollingOut, retry: rolloutRecheck, message: progress(b, ro, len(todo)-len(wave))}
+}
+
+// boolOrder orders false before true.
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// countIn counts the work of todo on subjects named in names, at most
+// limit: the superseded subjects a wave may patch again without taking
+// another slot.
+func countIn(todo []work, names []string, limit int) int {
+	n := 0
+	for _, w := range todo {
+		if slices.Contains(names, w.name) {
+			n++
+		}
+	}
+	return min(n, limit)
 }
 
 // haltedMessage is the message of a halted rollout, as recorded.
@@ -392,9 +456,10 @@ func mapsKeys(m map[string]string) func(func(string) bool) {
 }
 
 // rolloutState reads subject name in full and says whether its rollout is
-// complete, or why it failed: past deadline since the reconciler changed
-// it, or its Deployment reports ProgressDeadlineExceeded.
-func (r *BaseReconciler) rolloutState(ctx context.Context, s *subject, name, mark string, deadline time.Duration, now time.Time) (done bool, failure string, _ error) {
+// complete, or why it failed: its Deployment reports
+// ProgressDeadlineExceeded, or deadline has passed since the reconciler
+// changed it.
+func (r *BaseReconciler) rolloutState(ctx context.Context, s *subject, name string, since time.Time, deadline time.Duration, now time.Time) (done bool, failure string, _ error) {
 	u, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true, "", nil
@@ -402,18 +467,13 @@ func (r *BaseReconciler) rolloutState(ctx context.Context, s *subject, name, mar
 	if err != nil {
 		return false, "", fmt.Errorf("subject %s %s/%s: read its rollout: %w", s.gvr.GroupResource(), s.ref.Namespace, name, err)
 	}
-	if !strings.HasPrefix(u.GetAnnotations()[ChangingAnnotation], mark) {
-		return true, "", nil // not (or no longer) changed by this Binding
-	}
 	if complete, failed := RolledOut(u); complete {
 		return true, "", nil
 	} else if failed != "" {
 		return false, failed, nil
 	}
-	if _, at, ok := strings.Cut(u.GetAnnotations()[ChangingAnnotation], "@"); ok {
-		if sec, err := strconv.ParseInt(at, 10, 64); err == nil && now.Sub(time.Unix(sec, 0)) > deadline {
-			return false, fmt.Sprintf("not rolled out within %v", deadline), nil
-		}
+	if now.Sub(since) > deadline {
+		return false, fmt.Sprintf("not rolled out within %v", deadline), nil
 	}
 	return false, "", nil
 }
@@ -455,22 +515,10 @@ func RolledOut(u *unstructured.Unstructured) (complete bool, failed string) {
 	return true, ""
 }
 
-// clearMark removes the rollout annotations of a subject that rolled out:
-// a metadata change, which starts no rollout.
-func (r *BaseReconciler) clearMark(ctx context.Context, s *subject, name string) error {
-	body := []byte(`{"metadata":{"annotations":{"` + ChangingAnnotation + `":null,"` + RollbackAnnotation + `":null}}}`)
-	_, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// rollBack gives subject name back what it had before the reconciler
-// changed it (its RollbackAnnotation), and drops the rollout annotations.
-// A subject without one (a policy without rollback when it was patched) is
-// left as it is.
-func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, name, hold string) error {
+// rollBack gives subject name back what it had before generation key of
+// the Binding changed it (its RollbackAnnotation), and holds it there
+// (HeldAnnotation). A subject without a rollback for key is left as it is.
+func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, name, key string) error {
 	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
 	u, err := client.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -479,35 +527,36 @@ func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, name, hold st
 	if err != nil {
 		return err
 	}
-	saved, ok := u.GetAnnotations()[RollbackAnnotation]
+	saved, ok := strings.CutPrefix(u.GetAnnotations()[RollbackAnnotation], key+" ")
 	if !ok {
-		return errors.New("no rollback recorded")
+		return fmt.Errorf("no rollback recorded for %s", key)
+	}
+	var reverse []map[string]any
+	if err := json.Unmarshal([]byte(saved), &reverse); err != nil {
+		return fmt.Errorf("annotation %s: %w", RollbackAnnotation, err)
 	}
 	// Held first, so that admission leaves the subject as it is rolled
 	// back to, whoever updates it next.
-	held, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{HeldAnnotation: hold}}})
+	held, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{HeldAnnotation: key}}})
 	if err != nil {
 		return err
 	}
 	if u, err = client.Patch(ctx, name, types.MergePatchType, held, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)}); err != nil {
 		return fmt.Errorf("hold: %w", err)
 	}
-	var reverse []map[string]any
-	if err := json.Unmarshal([]byte(saved), &reverse); err != nil {
-		return fmt.Errorf("annotation %s: %w", RollbackAnnotation, err)
-	}
+	// No guard on the resourceVersion: the workload's controller writes
+	// the object too (its revision annotation), never its template, which
+	// is all the reverse patch touches.
 	ops := []map[string]any{
-		{"op": "test", "path": "/metadata/resourceVersion", "value": u.GetResourceVersion()},
-		{"op": "remove", "path": "/metadata/annotations/" + escapePointer(ChangingAnnotation)},
 		{"op": "remove", "path": "/metadata/annotations/" + escapePointer(RollbackAnnotation)},
 		{"op": "remove", "path": "/metadata/annotations/" + escapePointer(HeldAnnotation)},
 	}
 	ops = append(ops, reverse...)
 	// The hold again, whatever the reverse did to the annotations.
 	if !removesAnnotations(reverse) {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + escapePointer(HeldAnnotation), "value": hold})
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + escapePointer(HeldAnnotation), "value": key})
 	} else {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{HeldAnnotation: hold}})
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{HeldAnnotation: key}})
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {
@@ -529,12 +578,12 @@ func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// markChange adds the rollout annotations to after, a subject's pod
-// template changed by w: the mark, and with w.rollback the patch back to
-// before. A change that leaves the pod template as it was (the bound
-// record only) starts no rollout and is not marked.
+// markChange prepares after, a subject's pod template changed by w under
+// a rollout policy: a hold is over, and with a rollback key the patch back
+// to before is kept (RollbackAnnotation). A change that leaves the pod
+// template as it was (the bound record only) keeps no rollback.
 func markChange(shape duck.Shape, w work, before, after *duck.WithPod) (*duck.WithPod, error) {
-	if w.mark == "" {
+	if !w.paced {
 		return after, nil
 	}
 	if _, held := after.Annotations[HeldAnnotation]; held {
@@ -542,25 +591,22 @@ func markChange(shape duck.Shape, w work, before, after *duck.WithPod) (*duck.Wi
 		after = after.DeepCopy()
 		delete(after.Annotations, HeldAnnotation)
 	}
-	if equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
+	if w.rollbackKey == "" || equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
 		return after, nil
+	}
+	reverse, err := shape.CreatePatch(after, before)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch: %w", err)
+	}
+	js, err := json.Marshal(reverse)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch: %w", err)
 	}
 	marked := after.DeepCopy()
 	if marked.Annotations == nil {
 		marked.Annotations = map[string]string{}
 	}
-	marked.Annotations[ChangingAnnotation] = w.mark
-	if w.rollback {
-		reverse, err := shape.CreatePatch(after, before)
-		if err != nil {
-			return nil, fmt.Errorf("rollback patch: %w", err)
-		}
-		js, err := json.Marshal(reverse)
-		if err != nil {
-			return nil, fmt.Errorf("rollback patch: %w", err)
-		}
-		marked.Annotations[RollbackAnnotation] = string(js)
-	}
+	marked.Annotations[RollbackAnnotation] = w.rollbackKey + " " + string(js)
 	return marked, nil
 }
 

@@ -221,11 +221,11 @@ func (r *BaseReconciler) admissionOnly(gk schema.GroupKind) bool {
 type work struct {
 	name string
 	bind bool // Do, else Undo
-	// mark, under a rollout policy, is the subject's ChangingAnnotation if
-	// the patch changes its pod template; rollback asks for its
-	// RollbackAnnotation too.
-	mark     string
-	rollback bool
+	// paced is work of a wave under a rollout policy; rollbackKey, set
+	// when the policy rolls back, is the Binding and generation the
+	// subject's RollbackAnnotation is kept for.
+	paced       bool
+	rollbackKey string
 }
 
 // reconcileSubjects tracks s, then binds the selected subjects that do not
@@ -247,15 +247,11 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	by := r.boundBy(b)
 	selected := map[string]bool{}
 	var todo []work
-	var changing []string // subjects b changed that have not rolled out
-	inForce := 0          // selected subjects that record b at its generation already
+	inForce := 0 // selected subjects that record b at its generation already
 	consider := func(obj any, isSelected bool) {
 		m, err := meta.Accessor(obj)
 		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
 			return // being deleted, or opted out: left as it is
-		}
-		if mark, ok := m.GetAnnotations()[ChangingAnnotation]; ok && strings.HasPrefix(mark, by.String()+"@") {
-			changing = append(changing, m.GetName())
 		}
 		gen, recorded := duck.BoundOf(m.GetAnnotations())[by]
 		switch {
@@ -312,8 +308,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	}
 	var pacing error
 	if policy.Enabled() {
-		slices.Sort(changing)
-		if todo, pacing = r.pace(ctx, b, s, policy, todo, changing, inForce, len(selected)); todo == nil && pacing != nil {
+		if todo, pacing = r.pace(ctx, b, s, policy, todo, inForce, len(selected)); todo == nil && pacing != nil {
 			if _, ok := pacing.(*rollingOut); !ok {
 				return pacing
 			}
@@ -323,19 +318,6 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, inForce+patched)
 	if err != nil {
 		return err
-	}
-	if ro, ok := pacing.(*rollingOut); ok && len(todo) > 0 {
-		// The wave just patched is changing now.
-		if rec, ok := b.GetBindingStatus().(duck.RolloutRecorder); ok && rec.GetRollout() != nil {
-			st := rec.GetRollout()
-			for _, w := range todo {
-				st.Changing = append(st.Changing, w.name)
-			}
-			slices.Sort(st.Changing)
-			st.Changing = slices.Compact(st.Changing)
-			r.generations.setChanging(b, st.Changing)
-			ro.message = progress(b, st, 0)
-		}
 	}
 	return pacing
 }

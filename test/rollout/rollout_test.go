@@ -171,8 +171,7 @@ func describeDeployments(t *testing.T, kube kubernetes.Interface, ns string) str
 	var out []string
 	for i := range list.Items {
 		d := &list.Items[i]
-		out = append(out, fmt.Sprintf("%s sink=%v rolledOut=%v changing=%q containers=%d", d.Name, sinkOf(d) != "", rolledOut(t, d),
-			d.Annotations[psbinding.ChangingAnnotation], len(d.Spec.Template.Spec.Containers)))
+		out = append(out, fmt.Sprintf("%s sink=%v rolledOut=%v containers=%d", d.Name, sinkOf(d) != "", rolledOut(t, d), len(d.Spec.Template.Spec.Containers)))
 	}
 	return strings.Join(out, "; ")
 }
@@ -219,6 +218,7 @@ func TestRolloutTenAtATime(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		worst    int
+		worstAt  string
 		samples  int
 		sampling = make(chan struct{})
 	)
@@ -226,15 +226,12 @@ func TestRolloutTenAtATime(t *testing.T) {
 	go func() {
 		defer close(sampling)
 		for sampleCtx.Err() == nil {
-			list, err := kube.AppsV1().Deployments(ns).List(sampleCtx, metav1.ListOptions{})
+			changing, names, err := changedNotRolledOut(sampleCtx, kube, ns)
 			if err == nil {
-				changing := 0
-				for i := range list.Items {
-					if sinkOf(&list.Items[i]) != "" && !rolledOut(t, &list.Items[i]) {
-						changing++
-					}
-				}
 				mu.Lock()
+				if changing > worst {
+					worstAt = strings.Join(names, " ")
+				}
 				worst, samples = max(worst, changing), samples+1
 				mu.Unlock()
 			}
@@ -258,7 +255,7 @@ func TestRolloutTenAtATime(t *testing.T) {
 	mu.Lock()
 	t.Logf("%d samples, at most %d Deployments changed and not rolled out at once", samples, worst)
 	if worst > 10 {
-		t.Errorf("%d Deployments were changed and not rolled out at once; the policy allows 10", worst)
+		t.Errorf("%d Deployments were changed and not rolled out at once; the policy allows 10: %s", worst, worstAt)
 	}
 	if samples < 10 {
 		t.Errorf("only %d samples: the rollout was not watched", samples)
@@ -273,15 +270,57 @@ func TestRolloutTenAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range list.Items {
-		d := &list.Items[i]
-		if sinkOf(d) != "https://sink.example.com/ten" || !rolledOut(t, d) {
-			t.Errorf("Deployment %s: K_SINK %q, rolled out %v", d.Name, sinkOf(d), rolledOut(t, d))
-		}
-		if _, marked := d.Annotations[psbinding.ChangingAnnotation]; marked {
-			t.Errorf("Deployment %s still marked %s", d.Name, psbinding.ChangingAnnotation)
+		if d := &list.Items[i]; sinkOf(d) != "https://sink.example.com/ten" {
+			t.Errorf("Deployment %s: K_SINK %q", d.Name, sinkOf(d))
 		}
 	}
+	poll(t, time.Minute, "every pod to run the Binding's template", func() string {
+		n, names, err := changedNotRolledOut(ctx, kube, ns)
+		if err != nil {
+			return err.Error()
+		}
+		return map[bool]string{true: "", false: fmt.Sprintf("%d not rolled out: %v", n, names)}[n == 0]
+	})
 	_ = names
+}
+
+// changedNotRolledOut counts the Deployments of ns whose template carries
+// a sink but whose pods do not all run it yet, Ready: what the workloads
+// show, whatever the Deployments' status says.
+func changedNotRolledOut(ctx context.Context, kube kubernetes.Interface, ns string) (int, []string, error) {
+	deployments, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, nil, err
+	}
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, nil, err
+	}
+	podsOf := map[string][]corev1.Pod{}
+	for _, p := range pods.Items {
+		podsOf[p.Labels["name"]] = append(podsOf[p.Labels["name"]], p)
+	}
+	var names []string
+	for i := range deployments.Items {
+		d := &deployments.Items[i]
+		sink := sinkOf(d)
+		if sink == "" {
+			continue
+		}
+		ok := len(podsOf[d.Name]) > 0
+		for _, p := range podsOf[d.Name] {
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+			}
+			hasSink := slices.ContainsFunc(p.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == v1alpha1.SinkEnv && e.Value == sink })
+			ok = ok && ready && hasSink && p.DeletionTimestamp == nil
+		}
+		if !ok {
+			names = append(names, fmt.Sprintf("%s(%d pods)", d.Name, len(podsOf[d.Name])))
+		}
+	}
+	return len(names), names, nil
 }
 
 // TestRolloutHaltsRollsBackAndResumes gives 20 Deployments a Binding whose
@@ -388,10 +427,17 @@ func TestRolloutHaltsRollsBackAndResumes(t *testing.T) {
 	}
 	for i := range list.Items {
 		d := &list.Items[i]
-		if sinkOf(d) != "https://sink.example.com/halt" || len(d.Spec.Template.Spec.Containers) != 1 || !rolledOut(t, d) {
-			t.Errorf("Deployment %s after the fix: K_SINK %q, %d containers, rolled out %v", d.Name, sinkOf(d), len(d.Spec.Template.Spec.Containers), rolledOut(t, d))
+		if sinkOf(d) != "https://sink.example.com/halt" || len(d.Spec.Template.Spec.Containers) != 1 || d.Annotations[psbinding.HeldAnnotation] != "" {
+			t.Errorf("Deployment %s after the fix: K_SINK %q, %d containers, held %q", d.Name, sinkOf(d), len(d.Spec.Template.Spec.Containers), d.Annotations[psbinding.HeldAnnotation])
 		}
 	}
+	poll(t, time.Minute, "every pod to run the fixed template", func() string {
+		n, names, err := changedNotRolledOut(ctx, kube, ns)
+		if err != nil {
+			return err.Error()
+		}
+		return map[bool]string{true: "", false: fmt.Sprintf("%d not rolled out: %v", n, names)}[n == 0]
+	})
 }
 
 // TestRolloutCoalescesEdits makes 20 edits of a Binding's sink within 2
