@@ -4,12 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/duck"
@@ -56,6 +58,11 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		gvr:  gvr,
 		opts: wiring.Options{SelectorMode: 7, PatchConcurrency: -1},
 		want: []string{"Options.SelectorMode 7", "Options.PatchConcurrency -1"},
+	}, {
+		name: "rollout policy",
+		gvr:  gvr,
+		opts: wiring.Options{Rollout: &psbinding.RolloutPolicy{MaxChanging: intstr.FromString("ten"), Deadline: -time.Second}},
+		want: []string{`Options.Rollout: MaxChanging "ten": want a count or a percentage`, "Deadline -1s"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,151 @@
+package psbinding
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bindkit/bindkit/duck"
+)
+
+// TestRolloutPolicyFromAnnotations checks how a Binding's annotations
+// override the kind's default policy, and that a bad one is an error
+// naming it.
+func TestRolloutPolicyFromAnnotations(t *testing.T) {
+	def := &RolloutPolicy{MaxChanging: intstr.FromString("25%"), Deadline: time.Minute}
+	for _, tc := range []struct {
+		name        string
+		def         *RolloutPolicy
+		annotations map[string]string
+		want        RolloutPolicy
+		enabled     bool
+		max100      int
+		wantErr     string
+	}{
+		{name: "no policy", want: RolloutPolicy{Deadline: DefaultRolloutDeadline, Quiet: DefaultRolloutQuiet}},
+		{name: "kind default", def: def, enabled: true, max100: 25,
+			want: RolloutPolicy{MaxChanging: intstr.FromString("25%"), Deadline: time.Minute, Quiet: DefaultRolloutQuiet}},
+		{name: "annotations", annotations: map[string]string{RolloutMaxChangingAnnotation: " 10 ", RolloutDeadlineAnnotation: "90s", RolloutRollbackAnnotation: "true"},
+			enabled: true, max100: 10, want: RolloutPolicy{MaxChanging: intstr.FromInt32(10), Deadline: 90 * time.Second, Rollback: true, Quiet: DefaultRolloutQuiet}},
+		{name: "off overrides the default", def: def, annotations: map[string]string{RolloutMaxChangingAnnotation: "off"},
+			want: RolloutPolicy{Deadline: time.Minute, Quiet: DefaultRolloutQuiet}},
+		{name: "a percentage rounds up, at least one", annotations: map[string]string{RolloutMaxChangingAnnotation: "1%"}, enabled: true, max100: 1,
+			want: RolloutPolicy{MaxChanging: intstr.FromString("1%"), Deadline: DefaultRolloutDeadline, Quiet: DefaultRolloutQuiet}},
+		{name: "bad count", annotations: map[string]string{RolloutMaxChangingAnnotation: "ten"}, wantErr: `annotation rollout.bindings.bindkit.dev/max-changing "ten"`},
+		{name: "bad deadline", annotations: map[string]string{RolloutDeadlineAnnotation: "-1m"}, wantErr: `annotation rollout.bindings.bindkit.dev/deadline "-1m"`},
+		{name: "bad rollback", annotations: map[string]string{RolloutRollbackAnnotation: "yes please"}, wantErr: `annotation rollout.bindings.bindkit.dev/rollback "yes please"`},
+		{name: "bad percentage", annotations: map[string]string{RolloutMaxChangingAnnotation: "x%"}, wantErr: `MaxChanging "x%"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &envBinding{}
+			b.SetAnnotations(tc.annotations)
+			s := Settings{Rollout: tc.def}
+			got, err := s.rolloutPolicy(b)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("rolloutPolicy error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("policy (-want +got):\n%s", diff)
+			}
+			if got.Enabled() != tc.enabled || (tc.enabled && got.max(100) != tc.max100) {
+				t.Errorf("enabled %v, max of 100 %d; want %v, %d", got.Enabled(), got.max(100), tc.enabled, tc.max100)
+			}
+		})
+	}
+}
+
+// TestRolledOut reads the rollout of each workload kind from its status.
+func TestRolledOut(t *testing.T) {
+	obj := func(kind string, generation int64, spec, status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": kind, "spec": spec, "status": status}}
+		u.SetGeneration(generation)
+		return u
+	}
+	one := map[string]any{"replicas": int64(1)}
+	for _, tc := range []struct {
+		name     string
+		obj      *unstructured.Unstructured
+		complete bool
+		failed   string
+	}{
+		{"deployment rolled out", obj("Deployment", 2, one, map[string]any{"observedGeneration": int64(2), "replicas": int64(1), "updatedReplicas": int64(1), "availableReplicas": int64(1)}), true, ""},
+		{"deployment not observed yet", obj("Deployment", 3, one, map[string]any{"observedGeneration": int64(2), "replicas": int64(1), "updatedReplicas": int64(1), "availableReplicas": int64(1)}), false, ""},
+		{"deployment with an old pod left", obj("Deployment", 2, one, map[string]any{"observedGeneration": int64(2), "replicas": int64(2), "updatedReplicas": int64(1), "availableReplicas": int64(1)}), false, ""},
+		{"deployment past its progress deadline", obj("Deployment", 2, one, map[string]any{"observedGeneration": int64(2),
+			"conditions": []any{map[string]any{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}}}), false, "ProgressDeadlineExceeded"},
+		{"statefulset mid-update", obj("StatefulSet", 2, one, map[string]any{"observedGeneration": int64(2), "updatedReplicas": int64(1), "readyReplicas": int64(1), "currentRevision": "a", "updateRevision": "b"}), false, ""},
+		{"statefulset updated", obj("StatefulSet", 2, one, map[string]any{"observedGeneration": int64(2), "updatedReplicas": int64(1), "readyReplicas": int64(1), "currentRevision": "b", "updateRevision": "b"}), true, ""},
+		{"daemonset updated", obj("DaemonSet", 2, nil, map[string]any{"observedGeneration": int64(2), "desiredNumberScheduled": int64(3), "updatedNumberScheduled": int64(3), "numberAvailable": int64(3)}), true, ""},
+		{"daemonset mid-update", obj("DaemonSet", 2, nil, map[string]any{"observedGeneration": int64(2), "desiredNumberScheduled": int64(3), "updatedNumberScheduled": int64(2), "numberAvailable": int64(3)}), false, ""},
+		{"a kind without a rollout status", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "CronJob"}}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			complete, failed := RolledOut(tc.obj)
+			if complete != tc.complete || failed != tc.failed {
+				t.Errorf("RolledOut = %v, %q; want %v, %q", complete, failed, tc.complete, tc.failed)
+			}
+		})
+	}
+}
+
+// TestMergeChanging keeps each subject once, as last patched.
+func TestMergeChanging(t *testing.T) {
+	at := func(s int) metav1.Time { return metav1.NewTime(time.Unix(int64(s), 0)) }
+	got := mergeChanging(
+		[]duck.ChangingSubject{{Name: "b", Since: at(5), Generation: 1}, {Name: "a", Since: at(1), Generation: 2}},
+		[]duck.ChangingSubject{{Name: "b", Since: at(3), Generation: 2}, {Name: "a", Since: at(4), Generation: 2}},
+	)
+	want := []duck.ChangingSubject{{Name: "a", Since: at(4), Generation: 2}, {Name: "b", Since: at(3), Generation: 2}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("merged (-want +got):\n%s", diff)
+	}
+}
+
+// TestAdmissionDuringRollout checks what the webhook applies to a subject
+// while its Binding rolls out under a policy: a subject that does not
+// record the Binding (a new one) and one at the Binding's generation get
+// it; one at an earlier generation waits for its wave; one rolled back
+// from this generation is held; without a policy nothing waits.
+func TestAdmissionDuringRollout(t *testing.T) {
+	by := duck.BoundBy{Resource: schemaGR("envbindings", "test.bindkit.dev"), Name: "env"}
+	for _, tc := range []struct {
+		name        string
+		policy      *RolloutPolicy
+		annotations map[string]string
+		want        bool
+	}{
+		{"new subject", &RolloutPolicy{MaxChanging: intstr.FromInt32(1)}, nil, false},
+		{"at the generation", &RolloutPolicy{MaxChanging: intstr.FromInt32(1)}, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env:3"}, false},
+		{"at an earlier generation", &RolloutPolicy{MaxChanging: intstr.FromInt32(1)}, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env:2"}, true},
+		{"earlier, no policy", nil, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env:2"}, false},
+		{"held at this generation", nil, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env:3"}, true},
+		{"held at an earlier generation", nil, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env:2"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &envBinding{}
+			b.SetGeneration(3)
+			a := &admitter{rollout: tc.policy}
+			subject := &duck.WithPod{}
+			subject.Annotations = tc.annotations
+			if got := a.waitsForItsWave(b, by, subject); got != tc.want {
+				t.Errorf("waitsForItsWave = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func schemaGR(resource, group string) schema.GroupResource {
+	return schema.GroupResource{Group: group, Resource: resource}
+}
