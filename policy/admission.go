@@ -1,12 +1,11 @@
 package policy
 
-import (
-	"context"
-	"fmt"
-)
+import "fmt"
 
 // Admission is how a process admits the subjects of its declarative
-// Binding kinds (package declarative). Kinds that write Do and Undo are
+// Binding kinds (package declarative), sharedmain's --declarative-admission;
+// it reaches the admission constructors as
+// webhook.Options.DeclarativeByWebhook. Kinds that write Do and Undo are
 // always admitted by the webhook.
 type Admission string
 
@@ -29,22 +28,4 @@ func (a Admission) Validate() error {
 		return nil
 	}
 	return fmt.Errorf("declarative admission %q: want %q or %q", string(a), ByPolicy, ByWebhook)
-}
-
-type admissionKey struct{}
-
-// WithAdmission records the process's choice (sharedmain's
-// --declarative-admission) for the admission constructors it calls: a
-// process-wide setting, read once when each is built.
-func WithAdmission(ctx context.Context, a Admission) context.Context {
-	return context.WithValue(ctx, admissionKey{}, a)
-}
-
-// AdmissionFrom returns the choice WithAdmission recorded, ByPolicy when
-// there is none.
-func AdmissionFrom(ctx context.Context) Admission {
-	if a, ok := ctx.Value(admissionKey{}).(Admission); ok && a != "" {
-		return a
-	}
-	return ByPolicy
 }

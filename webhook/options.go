@@ -85,6 +85,12 @@ type Options struct {
 	// webhook must not block the cluster's own namespaces. The server does
 	// not read it; admission controllers read it through GetOptions.
 	CallInKubeNamespaces bool
+	// DeclarativeByWebhook keeps declarative Binding kinds, which their
+	// admission controllers would otherwise hand to a
+	// MutatingAdmissionPolicy of the kube-apiserver, on the webhook
+	// (sharedmain's --declarative-admission=webhook). The server does not
+	// read it; admission controllers read it through GetOptions.
+	DeclarativeByWebhook bool
 	// ReadTimeout bounds reading one request, headers and body (default
 	// DefaultReadTimeout); a request's ?timeout= (the webhook's
 	// timeoutSeconds, which the kube-apiserver sends) shortens it. A body

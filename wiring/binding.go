@@ -122,8 +122,8 @@ type Kind struct {
 	// are created or updated and programs the webhook configuration
 	// (NewAdmissionController). For a Declarative kind it may instead
 	// program a MutatingAdmissionPolicy and take the webhook out of the
-	// path, when the process allows it (policy.AdmissionFrom) and the
-	// kube-apiserver serves it.
+	// path, when the process allows it (webhook.Options.DeclarativeByWebhook
+	// unset) and the kube-apiserver serves it.
 	Webhook func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
 
 	// Declarative reports a kind whose Go type declares what it adds

@@ -16,6 +16,7 @@ import (
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/webhook"
 )
 
 // isDeclarative reports whether the Binding kind whose Go type is PT
@@ -37,7 +38,7 @@ func isDeclarative[PT any]() (bool, error) {
 // policyAdmission returns the admission controller of a declarative kind
 // that the kube-apiserver admits by MutatingAdmissionPolicy, or nil, after
 // logging why, when this one cannot be: the process chose the webhook
-// (policy.ByWebhook), the kube-apiserver does not serve the policy, or the
+// (webhook.Options.DeclarativeByWebhook), the kube-apiserver does not serve the policy, or the
 // kind binds custom shapes the policy does not know. The Impl keeps the
 // policy and its binding programmed and the kind's webhook out of the path
 // (policy.WebhookOff); its Reconciler is no webhook.Admitter, so a process
@@ -46,7 +47,7 @@ func isDeclarative[PT any]() (bool, error) {
 func (b *Kind) policyAdmission(ctx context.Context, opts Options) *controller.Impl {
 	logger := logging.FromContext(ctx).With(zap.String("kind", b.GVK.Kind), zap.String("resource", b.GVR.GroupResource().String()))
 	switch {
-	case policy.AdmissionFrom(ctx) == policy.ByWebhook:
+	case webhook.GetOptions(ctx).DeclarativeByWebhook:
 		logger.Info("admission by webhook: the process admits declarative kinds by webhook (--declarative-admission=webhook)")
 		return nil
 	case !reflect.ValueOf(opts.Shapes).IsZero():

@@ -62,7 +62,7 @@ func TestDeclarativeKindChoosesItsAdmission(t *testing.T) {
 			ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Resources: []injectiontest.Resource{sinkBindings}, Logger: zap.New(core)},
 				installedConfig(kind.WebhookConfigurationName))
 			fakes.Kube.Resources = tc.resources
-			ctx = policy.WithAdmission(injection.WithSystemNamespace(ctx, "bindkit-system"), tc.admission)
+			ctx = webhook.WithOptions(injection.WithSystemNamespace(ctx, "bindkit-system"), webhook.Options{DeclarativeByWebhook: tc.admission == policy.ByWebhook})
 
 			impl := kind.Webhook(ctx, nil)
 			_, isPolicy := impl.Reconciler().(*policy.Reconciler)

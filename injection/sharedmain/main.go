@@ -22,7 +22,6 @@ import (
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/controller/logging"
 	"github.com/bindkit/bindkit/injection"
-	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -189,7 +188,6 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 
 	wopts := webhookOptions(ictx, p.flags, logger)
 	ictx = webhook.WithOptions(ictx, wopts)
-	ictx = policy.WithAdmission(ictx, p.flags.DeclarativeAdmission)
 	// Constructors see the field manager the Impls' reconciles will write
 	// with (a declarative kind's policy spares those writes).
 	ictx = controller.WithFieldManager(ictx, p.component)

@@ -18,6 +18,7 @@ import (
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/metrics"
+	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -81,6 +82,7 @@ func webhookOptions(ctx context.Context, f Flags, logger *zap.Logger) webhook.Op
 	opts.Port = f.WebhookPort
 	opts.GracePeriod = f.WebhookGracePeriod
 	opts.CallInKubeNamespaces = f.WebhookKubeNamespaces
+	opts.DeclarativeByWebhook = f.DeclarativeAdmission == policy.ByWebhook
 	opts.Logger = logger.Named("webhook")
 	opts.SettingNames = webhookFlagNames
 	applyWebhookFlags(&opts, f.Webhook)
