@@ -99,7 +99,7 @@ func admitEach(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, kind
 			}
 			for by := range duck.BoundOf(got.GetAnnotations()) {
 				if by.Resource == kind.GVR.GroupResource() {
-					out[i] = comparableObject(got)
+					out[i] = Comparable(got)
 					return "", nil
 				}
 			}
@@ -124,9 +124,12 @@ func waitFor(t *testing.T, what string, check func(context.Context) (string, err
 	}
 }
 
-// comparableObject is obj without what differs between two creates of the
-// same object.
-func comparableObject(obj *unstructured.Unstructured) map[string]any {
+// Comparable is obj, as the kube-apiserver returned it from a create,
+// without what differs between two creates of the same object: its uid
+// (wherever the kube-apiserver copied it, a Job's selector say), creation
+// time, resource version, generation and managed fields. Two admission
+// paths that agree give equal Comparables.
+func Comparable(obj *unstructured.Unstructured) map[string]any {
 	c := obj.DeepCopy()
 	for _, f := range []string{"uid", "creationTimestamp", "resourceVersion", "managedFields", "generation"} {
 		unstructured.RemoveNestedField(c.Object, "metadata", f)

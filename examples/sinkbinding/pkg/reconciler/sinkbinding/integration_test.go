@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/sinkbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/policy"
@@ -156,38 +157,6 @@ func bound(obj *unstructured.Unstructured, podSpec []string, binding, sink strin
 		problems = append(problems, fmt.Sprintf("bound annotation %q does not name %s", record, binding))
 	}
 	return strings.Join(problems, "; "), found == 0 && volumes == 0 && record == ""
-}
-
-// comparable is obj without what differs between two creates of the same
-// object: times, versions, managed fields, and its uid wherever it is (a
-// Job's selector and template labels carry it).
-func comparable(obj *unstructured.Unstructured) map[string]any {
-	c := obj.DeepCopy()
-	for _, f := range []string{"creationTimestamp", "resourceVersion", "managedFields", "generation"} {
-		unstructured.RemoveNestedField(c.Object, "metadata", f)
-	}
-	dropValue(c.Object, string(obj.GetUID()))
-	return c.Object
-}
-
-// dropValue removes from m, at any depth, every map entry whose value is v.
-func dropValue(m map[string]any, v string) {
-	for k, x := range m {
-		switch x := x.(type) {
-		case string:
-			if x == v {
-				delete(m, k)
-			}
-		case map[string]any:
-			dropValue(x, v)
-		case []any:
-			for _, e := range x {
-				if e, ok := e.(map[string]any); ok {
-					dropValue(e, v)
-				}
-			}
-		}
-	}
 }
 
 // TestSinkBindingWithoutWebhookThroughExampleBinary runs the sinkbinding
@@ -367,7 +336,7 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 			if problem, _ := bound(dry, s.podSpec, bindingOf[kind], sinkA); problem != "" {
 				t.Errorf("%s sink-a/%s created by dry run: %s", kind, name+"-dry", problem)
 			}
-			byPolicy[kind] = comparable(dry)
+			byPolicy[kind] = bindingtest.Comparable(dry)
 		})
 	}
 	named, err := create(ctx, "sink-a", shapes["Deployment"].object("sink-a", "named", map[string]string{"app": "named"}), false)
@@ -452,7 +421,7 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(byPolicy[kind], comparable(dry)); diff != "" {
+			if diff := cmp.Diff(byPolicy[kind], bindingtest.Comparable(dry)); diff != "" {
 				t.Errorf("%s created by dry run: through the policy vs through the webhook (-policy +webhook):\n%s", kind, diff)
 			}
 		})
