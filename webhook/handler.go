@@ -18,7 +18,6 @@ import (
 
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
-	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/internal/jsonscan"
 )
@@ -342,9 +341,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 		}
 		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
 	}
-	review := new(admissionv1.AdmissionReview)
 	// As the kube-apiserver decodes: field names match case-sensitively.
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, review); err != nil {
+	// The scan has validated the body, so this reads it once more, not
+	// twice (see decodeReview).
+	review, err := decodeReview(body)
+	if err != nil {
 		return nil, badRequest("decode AdmissionReview: %v", err)
 	}
 	switch {
