@@ -101,9 +101,13 @@ const requestOverhead = 16 << 10
 // decoded review.
 func bodyReservation(n int64) int64 { return 3*n + requestOverhead }
 
-// reviewType is what jsonscan knows of an AdmissionReview.
+// reviewType is what jsonscan knows of an AdmissionReview. It marks
+// request.object, so that decodeReview steps over the object the scan
+// has found rather than walking it again.
 var reviewType = sync.OnceValue(func() *jsonscan.Type {
-	return jsonscan.NewBuilder().TypeOf(reflect.TypeFor[admissionv1.AdmissionReview]())
+	t := jsonscan.NewBuilder().TypeOf(reflect.TypeFor[admissionv1.AdmissionReview]())
+	t.Fields["request"].Type.Fields["object"].Mark = true
+	return t
 })
 
 // firstBodyChunk is the buffer a body starts in. A body is charged as it
@@ -344,7 +348,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	// As the kube-apiserver decodes: field names match case-sensitively.
 	// The scan has validated the body, so this reads it once more, not
 	// twice (see decodeReview).
-	review, err := decodeReview(body)
+	review, err := decodeReview(body, est.Marked)
 	if err != nil {
 		return nil, badRequest("decode AdmissionReview: %v", err)
 	}

@@ -22,8 +22,12 @@ import (
 // fastReview; whatever that pass does not handle (a value of the wrong
 // type, a key or string with escapes, a response) is decoded by kjson, so
 // the result and the error are kjson's whatever the input.
-func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
-	if review, ok := fastReview(body); ok {
+//
+// object, when not nil, is the JSON of request.object as the scan found it
+// (jsonscan.Result.Marked, a sub-slice of body): the one pass steps over it
+// instead of walking it again.
+func decodeReview(body, object []byte) (*admissionv1.AdmissionReview, error) {
+	if review, ok := fastReview(body, object); ok {
 		return review, nil
 	}
 	review := new(admissionv1.AdmissionReview)
@@ -37,9 +41,10 @@ func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 // reports false when it meets what it leaves to kjson. It does not
 // validate: on invalid JSON it may return a review kjson would refuse, but
 // it never panics. The raw objects (object, oldObject, options) are
-// sub-slices of body, capped so that appending to one copies it.
-func fastReview(body []byte) (*admissionv1.AdmissionReview, bool) {
-	d := reviewDecoder{data: body}
+// sub-slices of body, capped so that appending to one copies it. object is
+// as decodeReview's.
+func fastReview(body, object []byte) (*admissionv1.AdmissionReview, bool) {
+	d := reviewDecoder{data: body, known: object}
 	review := new(admissionv1.AdmissionReview)
 	ok := d.object(func(key []byte) bool {
 		switch string(key) {
@@ -79,8 +84,9 @@ func fastReview(body []byte) (*admissionv1.AdmissionReview, bool) {
 // pos, after any space, and leave pos after it; they report false for what
 // they do not handle, leaving pos anywhere.
 type reviewDecoder struct {
-	data []byte
-	pos  int
+	data  []byte
+	pos   int
+	known []byte // a value of data already scanned: skip steps over it
 }
 
 func (d *reviewDecoder) request(req *admissionv1.AdmissionRequest) bool {
@@ -381,7 +387,14 @@ func (d *reviewDecoder) object(member func(key []byte) bool) bool {
 
 // skip passes over one value without validating it: jsonscan has.
 func (d *reviewDecoder) skip() bool {
-	switch d.peek() {
+	c := d.peek()
+	// known is a sub-slice of data: it starts here when the capacities
+	// left agree.
+	if len(d.known) > 0 && cap(d.data)-cap(d.known) == d.pos && d.pos+len(d.known) <= len(d.data) {
+		d.pos += len(d.known)
+		return true
+	}
+	switch c {
 	case '"':
 		return d.skipString()
 	case '{', '[':

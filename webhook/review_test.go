@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -35,14 +36,18 @@ func TestDecodeReview(t *testing.T) {
 	for _, tc := range decodeReviewCases {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(tc.body)
-			if _, err := jsonscan.Scan(body, reviewType(), 0); err != nil {
+			est, err := jsonscan.Scan(body, reviewType(), 0)
+			if err != nil {
 				t.Fatalf("scan: %v", err)
 			}
-			_, fast := fastReview(body)
+			if strings.Contains(tc.body, `"object":{`) && est.Marked == nil {
+				t.Error("the scan did not mark request.object")
+			}
+			_, fast := fastReview(body, est.Marked)
 			if fast != tc.wantFast {
 				t.Errorf("one pass took it: %v, want %v", fast, tc.wantFast)
 			}
-			checkDecodeReview(t, body)
+			checkDecodeReview(t, body, est.Marked)
 		})
 	}
 }
@@ -89,21 +94,23 @@ func FuzzDecodeReview(f *testing.F) {
 	f.Add([]byte(fullReview))
 	f.Add(reviewJSON(f, admissionV1, "seed", []byte(`{"kind":"Deployment","metadata":{"name":"web"}}`), true))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fastReview(body)
-		if _, err := jsonscan.Scan(body, reviewType(), 0); err != nil {
+		fastReview(body, nil)
+		est, err := jsonscan.Scan(body, reviewType(), 0)
+		if err != nil {
 			return
 		}
-		checkDecodeReview(t, body)
+		checkDecodeReview(t, body, est.Marked)
+		checkDecodeReview(t, body, nil)
 	})
 }
 
 // checkDecodeReview fails t unless decodeReview, and fastReview when it
-// takes body, agree with kjson on body.
-func checkDecodeReview(t *testing.T, body []byte) {
+// takes body, agree with kjson on body; object is as decodeReview's.
+func checkDecodeReview(t *testing.T, body, object []byte) {
 	t.Helper()
 	var want admissionv1.AdmissionReview
 	wantErr := kjson.UnmarshalCaseSensitivePreserveInts(body, &want)
-	got, err := decodeReview(body)
+	got, err := decodeReview(body, object)
 	switch {
 	case wantErr != nil && err == nil:
 		t.Fatalf("decoded %s, want kjson's error %v", body, wantErr)
@@ -116,7 +123,7 @@ func checkDecodeReview(t *testing.T, body []byte) {
 			t.Fatalf("decodeReview(%s) (-kjson +got):\n%s", body, diff)
 		}
 	}
-	fast, ok := fastReview(body)
+	fast, ok := fastReview(body, object)
 	if !ok {
 		return
 	}
