@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -247,8 +246,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rt *route, revi
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType = &pt
 	}
-	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
-	body, err := json.Marshal(&out)
+	body, err := encodeReview(review.TypeMeta, resp)
 	if err != nil {
 		s.logger.Error("encode AdmissionReview", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)), zap.Error(err))
 		http.Error(w, fmt.Sprintf("encode AdmissionReview response: %v", err), http.StatusInternalServerError)

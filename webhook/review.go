@@ -2,6 +2,9 @@ package webhook
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -493,5 +496,50 @@ func (d *reviewDecoder) literal(word string) bool {
 		return false
 	}
 	d.pos += len(word)
+	return true
+}
+
+// encodeReview returns json.Marshal of the AdmissionReview answering with
+// resp, byte for byte, for the answers controllers give (no status,
+// audit annotations or warnings, and strings that encoding/json writes as
+// they are); others are left to json.Marshal.
+func encodeReview(tm metav1.TypeMeta, resp *admissionv1.AdmissionResponse) ([]byte, error) {
+	if resp.Result != nil || len(resp.AuditAnnotations) > 0 || len(resp.Warnings) > 0 ||
+		!plainJSON(tm.Kind) || !plainJSON(tm.APIVersion) || !plainJSON(string(resp.UID)) ||
+		(resp.PatchType != nil && !plainJSON(string(*resp.PatchType))) {
+		return json.Marshal(&admissionv1.AdmissionReview{TypeMeta: tm, Response: resp})
+	}
+	b := make([]byte, 0, 128+len(tm.Kind)+len(tm.APIVersion)+len(resp.UID)+base64.StdEncoding.EncodedLen(len(resp.Patch)))
+	b = append(b, '{')
+	// TypeMeta's fields are omitempty.
+	if tm.Kind != "" {
+		b = append(append(append(b, `"kind":"`...), tm.Kind...), `",`...)
+	}
+	if tm.APIVersion != "" {
+		b = append(append(append(b, `"apiVersion":"`...), tm.APIVersion...), `",`...)
+	}
+	b = append(append(append(b, `"response":{"uid":"`...), resp.UID...), `","allowed":`...)
+	b = strconv.AppendBool(b, resp.Allowed)
+	if len(resp.Patch) > 0 {
+		b = append(b, `,"patch":"`...)
+		b = base64.StdEncoding.AppendEncode(b, resp.Patch)
+		b = append(b, '"')
+	}
+	if resp.PatchType != nil {
+		b = append(append(append(b, `,"patchType":"`...), *resp.PatchType...), '"')
+	}
+	return append(b, "}}"...), nil
+}
+
+// plainJSON reports whether encoding/json writes s between quotes as it
+// is: printable ASCII without quotes, backslashes or the HTML characters it
+// escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= utf8.RuneSelf, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
 	return true
 }

@@ -1,11 +1,14 @@
 package webhook
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/internal/jsonscan"
@@ -132,5 +135,62 @@ func checkDecodeReview(t *testing.T, body, object []byte) {
 	}
 	if diff := cmp.Diff(&want, fast); diff != "" {
 		t.Fatalf("fastReview(%s) (-kjson +got):\n%s", body, diff)
+	}
+}
+
+// TestEncodeReview checks that encodeReview writes what json.Marshal does,
+// byte for byte, whichever way it takes.
+func TestEncodeReview(t *testing.T) {
+	jsonPatch, other := admissionv1.PatchTypeJSONPatch, admissionv1.PatchType(`<"x">`)
+	v1 := metav1.TypeMeta{APIVersion: admissionV1, Kind: reviewKind}
+	cases := []struct {
+		name string
+		tm   metav1.TypeMeta
+		resp admissionv1.AdmissionResponse
+	}{
+		{"allowed", v1, admissionv1.AdmissionResponse{UID: "0f5e4c1a-6c1d", Allowed: true}},
+		{"v1beta1 denied", metav1.TypeMeta{APIVersion: admissionV1beta1, Kind: reviewKind}, admissionv1.AdmissionResponse{UID: "u"}},
+		{"patch", v1, admissionv1.AdmissionResponse{UID: "u", Allowed: true, Patch: []byte(`[{"op":"add","path":"/a","value":"<&>"}]`), PatchType: &jsonPatch}},
+		{"empty patch, empty maps", v1, admissionv1.AdmissionResponse{UID: "u", Allowed: true, Patch: []byte{}, AuditAnnotations: map[string]string{}, Warnings: []string{}}},
+		{"no type meta", metav1.TypeMeta{}, admissionv1.AdmissionResponse{UID: "u", Allowed: true}},
+		{"uid to escape", v1, admissionv1.AdmissionResponse{UID: "a\"<b>&\\\n\xffé\u2028", Allowed: true}},
+		{"odd patch type", v1, admissionv1.AdmissionResponse{UID: "u", Allowed: true, Patch: []byte("[]"), PatchType: &other}},
+		{"status", v1, admissionv1.AdmissionResponse{UID: "u", Result: &metav1.Status{Code: 403, Message: "no"}}},
+		{"warnings and annotations", v1, admissionv1.AdmissionResponse{UID: "u", Allowed: true, Warnings: []string{"w"}, AuditAnnotations: map[string]string{"k": "v"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkEncodeReview(t, tc.tm, &tc.resp)
+		})
+	}
+}
+
+// FuzzEncodeReview compares encodeReview with json.Marshal on arbitrary
+// UIDs, apiVersions and patches.
+func FuzzEncodeReview(f *testing.F) {
+	f.Add(admissionV1, "0f5e4c1a-6c1d", true, []byte(`[{"op":"add"}]`))
+	f.Add(admissionV1beta1, "<&>", false, []byte(nil))
+	f.Fuzz(func(t *testing.T, apiVersion, uid string, allowed bool, patch []byte) {
+		resp := admissionv1.AdmissionResponse{UID: types.UID(uid), Allowed: allowed, Patch: patch}
+		if len(patch) > 0 {
+			pt := admissionv1.PatchTypeJSONPatch
+			resp.PatchType = &pt
+		}
+		checkEncodeReview(t, metav1.TypeMeta{APIVersion: apiVersion, Kind: reviewKind}, &resp)
+	})
+}
+
+func checkEncodeReview(t *testing.T, tm metav1.TypeMeta, resp *admissionv1.AdmissionResponse) {
+	t.Helper()
+	want, err := json.Marshal(&admissionv1.AdmissionReview{TypeMeta: tm, Response: resp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := encodeReview(tm, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("encodeReview = %s\nwant (json.Marshal) %s", got, want)
 	}
 }
