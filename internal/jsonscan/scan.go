@@ -1,7 +1,6 @@
 package jsonscan
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -440,13 +439,6 @@ func (sc *scanner) array(n *Type) (int64, error) {
 func (sc *scanner) string() (escaped bool, err error) {
 	data, i := sc.data, sc.pos+1
 	for i < len(data) {
-		// Eight bytes at a time while none is special.
-		for i+8 <= len(data) && !hasSpecial(binary.LittleEndian.Uint64(data[i:])) {
-			i += 8
-		}
-		if i >= len(data) {
-			break
-		}
 		c := data[i]
 		if !special[c] {
 			i++
@@ -501,15 +493,6 @@ var special = func() (t [256]bool) {
 	t['"'], t['\\'] = true, true
 	return t
 }()
-
-// hasSpecial reports whether one of the eight bytes of x is special: a
-// control character, a quote or a backslash. (x-n*ones) & ^x & highs has a
-// bit set when some byte of x is less than n, for n up to 0x80.
-func hasSpecial(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := x^(ones*'"'), x^(ones*'\\')
-	return ((x-ones*0x20)&^x|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs != 0
-}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
