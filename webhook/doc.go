@@ -4,7 +4,9 @@
 // owns everything around the decision: it accepts admission.k8s.io/v1 and
 // v1beta1 reviews as application/json, bounds the body
 // (Options.MaxRequestBodyBytes, 413 beyond it), decodes it as the
-// kube-apiserver does (field names match case-sensitively), rejects
+// kube-apiserver does (field names match case-sensitively; the request's
+// Object, OldObject and Options are its JSON as it arrived, not copied
+// out of the body), rejects
 // malformed input with a 4xx that says what was wrong, echoes the request
 // UID, recovers from a controller's panic (500, logged with its stack; the
 // server keeps serving), and passes the request's deadline and dry-run flag

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
-	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/internal/jsonscan"
 )
@@ -99,12 +97,18 @@ const requestOverhead = 16 << 10
 
 // bodyReservation is the most a body of n bytes is charged: the body, the
 // buffers it outgrew while arriving, and the copy of its objects in the
-// decoded review.
+// decoded review. (decodeReview keeps the objects as slices of the body,
+// copying them only for the inputs it leaves to sigs.k8s.io/json; the
+// charge stays, so the same bodies fit the budget as before.)
 func bodyReservation(n int64) int64 { return 3*n + requestOverhead }
 
-// reviewType is what jsonscan knows of an AdmissionReview.
+// reviewType is what jsonscan knows of an AdmissionReview. It marks
+// request.object, so that decodeReview steps over the object the scan
+// has found rather than walking it again.
 var reviewType = sync.OnceValue(func() *jsonscan.Type {
-	return jsonscan.NewBuilder().TypeOf(reflect.TypeFor[admissionv1.AdmissionReview]())
+	t := jsonscan.NewBuilder().TypeOf(reflect.TypeFor[admissionv1.AdmissionReview]())
+	t.Fields["request"].Type.Fields["object"].Mark = true
+	return t
 })
 
 // firstBodyChunk is the buffer a body starts in. A body is charged as it
@@ -244,8 +248,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rt *route, revi
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType = &pt
 	}
-	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
-	body, err := json.Marshal(&out)
+	body, err := encodeReview(review.TypeMeta, resp)
 	if err != nil {
 		s.logger.Error("encode AdmissionReview", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)), zap.Error(err))
 		http.Error(w, fmt.Sprintf("encode AdmissionReview response: %v", err), http.StatusInternalServerError)
@@ -342,9 +345,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 		}
 		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
 	}
-	review := new(admissionv1.AdmissionReview)
 	// As the kube-apiserver decodes: field names match case-sensitively.
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, review); err != nil {
+	// The scan has validated the body, so this reads it once more, not
+	// twice (see decodeReview).
+	review, err := decodeReview(body, est.Marked)
+	if err != nil {
 		return nil, badRequest("decode AdmissionReview: %v", err)
 	}
 	switch {

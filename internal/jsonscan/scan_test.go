@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -147,4 +148,28 @@ func hasDuplicateMetadata(raw []byte) bool {
 		}
 	}
 	return n > 1
+}
+
+// TestScanStrings puts each byte a string scan must see (quote, backslash
+// escapes, control characters, bytes beyond ASCII) at each position of
+// strings longer than the eight bytes the scan skips at a time, and checks
+// that Scan accepts what encoding/json accepts.
+func TestScanStrings(t *testing.T) {
+	typ := jsonscan.NewBuilder().TypeOf(reflect.TypeFor[scanned]())
+	inserts := []string{`"`, `\"`, `\\`, `\n`, `\u00e9`, `\x`, "\x00", "\x1f", "\t", "\x7f", "é", "\xff", " ", `\`, `\u12`}
+	for _, ins := range inserts {
+		for at := range 20 {
+			for _, total := range []int{at, at + 1, 8, 16, 23} {
+				if total < at {
+					continue
+				}
+				str := strings.Repeat("a", at) + ins + strings.Repeat("b", total-at)
+				raw := []byte(`{"name":"` + str + `","raw":"` + str + `"}`)
+				_, err := jsonscan.Scan(raw, typ, 0)
+				if valid := json.Valid(raw); valid != (err == nil) {
+					t.Errorf("Scan(%q): %v, json.Valid %v", raw, err, valid)
+				}
+			}
+		}
+	}
 }
