@@ -158,6 +158,20 @@ func TestRotationResumesAfterSecretWriteOutageWithRealAPIServer(t *testing.T) {
 	// 2. The outage.
 	removePolicy := denySecretWrites(t, h)
 	outageStart := time.Now()
+	// A certificate written just before the policy took effect may be
+	// presented a moment later (the server reloads from its informer):
+	// what the outage must not change is the Secret's last certificate,
+	// presented.
+	h.Eventually("the Secret's last serving certificate presented", 30*time.Second, func() (string, error) {
+		s, err := h.Secret()
+		if err != nil || s == nil {
+			return fmt.Sprintf("no Secret (%v)", err), nil
+		}
+		if want := faults.ServingCert(s).SerialNumber.Text(16); seen.last() != want {
+			return fmt.Sprintf("presenting %s, the Secret holds %s", seen.last(), want), nil
+		}
+		return "", nil
+	})
 	lastBefore := seen.last()
 	t.Logf("%s Secret writes denied; presenting %s", elapsed(), lastBefore)
 	time.Sleep(outage)
