@@ -46,9 +46,17 @@
 //     unchanged quotes the kube-apiserver (bounded), and is reported as
 //     ReasonDoNotIdempotent or ReasonUndoNotRestoring when a second run of
 //     Do or Undo shows why.
+//   - Paced change, when asked. Under a RolloutPolicy (Settings.Rollout,
+//     or a Binding's rollout annotations) a Binding's change reaches its
+//     subjects in waves of at most MaxChanging subjects not yet rolled out
+//     (RolledOut), halts on one that does not roll out in time (Ready
+//     False, ReasonRolloutHalted, naming it), rolls the wave back when the
+//     policy says so and holds it there (HeldAnnotation), and records its
+//     progress in the status (duck.RolloutStatus). Without one, every
+//     subject is patched at once.
 //
 // Settings holds what both paths of a kind must agree on (WithContext,
-// Shapes, SelectorMode, FieldManager, ExcludedNamespaces); BaseReconciler
+// Shapes, SelectorMode, FieldManager, ExcludedNamespaces, Rollout); BaseReconciler
 // and AdmissionConfig embed it, and package wiring builds one value for
 // both.
 //
