@@ -73,23 +73,7 @@ const (
 func BenchmarkBind(b *testing.B) {
 	sizes := bindSizes(b)
 	env := startControlPlane(b, "../"+demo.CRDPath)
-	bb := &bindBench{
-		env:  env,
-		kube: kubernetes.NewForConfigOrDie(env.Config),
-		dyn:  dynamic.NewForConfigOrDie(env.Config),
-	}
-	bb.profileDir = os.Getenv(cpuProfileEnv)
-	if bb.profileDir != "" {
-		bb.binary = buildBinary(b, profiledPackage)
-	} else {
-		bb.binary = buildBinary(b, controllerPackage)
-	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bb.port = port
-	installWebhook(b, bb.kube, port)
+	bb := newBindBench(b, env)
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("n=%d/impl=floor", n), func(b *testing.B) { bb.floor(b, n) })
 		b.Run(fmt.Sprintf("n=%d/impl=bindkit", n), func(b *testing.B) { bb.bindkit(b, n) })
@@ -120,6 +104,31 @@ type bindBench struct {
 	binary     string
 	port       int
 	profileDir string
+}
+
+// newBindBench builds the example controller (the profiled build when
+// BINDKIT_BENCH_CPUPROFILE is set), picks a free webhook port and installs
+// the webhook configuration on env: what BenchmarkBind and
+// BenchmarkManyBindings share.
+func newBindBench(b *testing.B, env *testenv.Environment) *bindBench {
+	bb := &bindBench{
+		env:        env,
+		kube:       kubernetes.NewForConfigOrDie(env.Config),
+		dyn:        dynamic.NewForConfigOrDie(env.Config),
+		profileDir: os.Getenv(cpuProfileEnv),
+	}
+	if bb.profileDir != "" {
+		bb.binary = buildBinary(b, profiledPackage)
+	} else {
+		bb.binary = buildBinary(b, controllerPackage)
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bb.port = port
+	installWebhook(b, bb.kube, port)
+	return bb
 }
 
 // etcdCPU is etcd's share of the server's CPU time so far.

@@ -18,13 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/demo"
-	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // manySizesEnv lists the numbers of namespaces BenchmarkManyBindings uses,
@@ -62,19 +60,7 @@ func BenchmarkManyBindings(b *testing.B) {
 		}
 	}
 	env := startControlPlane(b, "../"+demo.CRDPath)
-	mb := &manyBench{bindBench: bindBench{env: env, kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config)}}
-	mb.profileDir = os.Getenv(cpuProfileEnv)
-	if mb.profileDir != "" {
-		mb.binary = buildBinary(b, profiledPackage)
-	} else {
-		mb.binary = buildBinary(b, controllerPackage)
-	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	mb.port = port
-	installWebhook(b, mb.kube, port)
+	mb := &manyBench{bindBench: *newBindBench(b, env)}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("n=%d/impl=floor", n), func(b *testing.B) { mb.floor(b, n) })
 		b.Run(fmt.Sprintf("n=%d/impl=bindkit", n), func(b *testing.B) { mb.bindkit(b, n) })
