@@ -57,12 +57,12 @@ type BindableContext func(ctx context.Context, b Bindable) (context.Context, err
 
 // subjectOfBindable reads what the index needs from a Bindable. A subject
 // without a namespace is in the Binding's own namespace.
-func subjectOfBindable(b Bindable) (tracker.Reference, string, string) {
-	ref := b.GetSubject()
+func subjectOfBindable(b Bindable) (ref tracker.Reference, namespace, name, version string) {
+	ref = b.GetSubject()
 	if ref.Namespace == "" {
 		ref.Namespace = b.GetNamespace()
 	}
-	return ref, b.GetNamespace(), b.GetName()
+	return ref, b.GetNamespace(), b.GetName(), b.GetResourceVersion()
 }
 
 // NamespaceError reports a subject reference that leaves its Binding's

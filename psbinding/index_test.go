@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,10 +19,11 @@ import (
 type testBinding struct {
 	namespace, name string
 	subject         tracker.Reference
+	version         string // its resourceVersion; "" for none
 }
 
-func subjectOfTest(b testBinding) (tracker.Reference, string, string) {
-	return b.subject, b.namespace, b.name
+func subjectOfTest(b testBinding) (tracker.Reference, string, string, string) {
+	return b.subject, b.namespace, b.name, b.version
 }
 
 func names(bs []testBinding) []string {
@@ -32,11 +35,11 @@ func names(bs []testBinding) []string {
 }
 
 func byName(ns, name, subject string) testBinding {
-	return testBinding{ns, name, tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: subject}}
+	return testBinding{namespace: ns, name: name, subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: subject}}
 }
 
 func bySelector(ns, name string, sel *metav1.LabelSelector) testBinding {
-	return testBinding{ns, name, tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Selector: sel}}
+	return testBinding{namespace: ns, name: name, subject: tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Selector: sel}}
 }
 
 func matchLabels(kv ...string) *metav1.LabelSelector {
@@ -193,9 +196,101 @@ func BenchmarkIndexLookup(b *testing.B) {
 	}
 }
 
+// versioned gives each Binding the resourceVersion v.
+func versioned(bindings []testBinding, v string) []testBinding {
+	out := slices.Clone(bindings)
+	for i := range out {
+		out[i].version = v
+	}
+	return out
+}
+
+// TestIndexRebuild checks that an index rebuilt from the previous one
+// answers as one built afresh, whatever changed between the two lists, and
+// that it reuses a scope whose Bindings did not change.
+func TestIndexRebuild(t *testing.T) {
+	base := versioned([]testBinding{
+		bySelector("a", "sel", matchLabels("app", "web")),
+		byName("a", "exact", "web"),
+		bySelector("b", "sel", matchLabels("app", "web")),
+		bySelector("c", "sel", matchLabels("app", "web")),
+	}, "1")
+	changed := func(i int, f func(*testBinding)) []testBinding {
+		out := slices.Clone(base)
+		f(&out[i])
+		return out
+	}
+	tests := []struct {
+		name string
+		next []testBinding
+		// kept are the namespaces whose scope must be the previous one's.
+		kept []string
+	}{
+		{name: "nothing changed", next: base, kept: []string{"a", "b", "c"}},
+		{name: "selector changed with its version", next: changed(2, func(b *testBinding) {
+			b.subject.Selector, b.version = matchLabels("app", "api"), "2"
+		}), kept: []string{"a", "c"}},
+		{name: "selector changed, no version", next: changed(2, func(b *testBinding) {
+			b.subject.Selector, b.version = matchLabels("app", "api"), ""
+		}), kept: []string{"a", "c"}},
+		{name: "named subject renamed", next: changed(1, func(b *testBinding) {
+			b.subject.Name, b.version = "api", "2"
+		}), kept: []string{"b", "c"}},
+		{name: "Binding deleted", next: slices.Delete(slices.Clone(base), 3, 4), kept: []string{"a", "b"}},
+		{name: "Binding added to a scope", next: append(slices.Clone(base), versioned([]testBinding{bySelector("b", "more", matchLabels("tier", "x"))}, "3")...), kept: []string{"a", "c"}},
+		{name: "Binding turned invalid", next: changed(0, func(b *testBinding) {
+			b.subject.Namespace, b.version = "elsewhere", "2"
+		}), kept: []string{"b", "c"}},
+		{name: "list reordered", next: []testBinding{base[3], base[1], base[2], base[0]}, kept: []string{"a", "b", "c"}},
+	}
+	probes := []struct {
+		ns, name string
+		labels   map[string]string
+	}{
+		{"a", "web", map[string]string{"app": "web"}},
+		{"a", "api", map[string]string{"app": "api"}},
+		{"b", "web", map[string]string{"app": "web"}},
+		{"b", "x", map[string]string{"app": "api", "tier": "x"}},
+		{"c", "web", map[string]string{"app": "web"}},
+		{"elsewhere", "web", map[string]string{"app": "web"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prev, _ := newIndex(base, subjectOfTest)
+			got, gotErrs := prev.rebuild(tc.next, subjectOfTest)
+			want, wantErrs := newIndex(tc.next, subjectOfTest)
+			if diff := cmp.Diff(fmt.Sprint(wantErrs), fmt.Sprint(gotErrs)); diff != "" {
+				t.Errorf("errors (-fresh +rebuilt):\n%s", diff)
+			}
+			if diff := cmp.Diff(names(want.filed), names(got.filed)); diff != "" {
+				t.Errorf("filed (-fresh +rebuilt):\n%s", diff)
+			}
+			for _, p := range probes {
+				w := names(want.lookup("apps", "Deployment", p.ns, p.name, p.labels))
+				g := names(got.lookup("apps", "Deployment", p.ns, p.name, p.labels))
+				if diff := cmp.Diff(w, g); diff != "" {
+					t.Errorf("lookup %s/%s %v (-fresh +rebuilt):\n%s", p.ns, p.name, p.labels, diff)
+				}
+			}
+			var kept []string
+			for scope, sc := range got.scopes {
+				if prev.scopes[scope] == sc {
+					kept = append(kept, scope.namespace)
+				}
+			}
+			slices.Sort(kept)
+			if diff := cmp.Diff(tc.kept, kept, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("scopes reused (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // BenchmarkIndexBuild is the admission index's rebuild, which the
 // admission reconciler runs on every change of any Binding: n Bindings,
-// each a selector in its own namespace (many small Bindings).
+// each a selector in its own namespace (many small Bindings). fresh builds
+// from nothing; one-changed rebuilds from the previous index after one
+// Binding's change, as the admission reconciler does.
 func BenchmarkIndexBuild(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		var bindings []testBinding
@@ -203,10 +298,25 @@ func BenchmarkIndexBuild(b *testing.B) {
 			ns := fmt.Sprintf("team-%04d", i)
 			bindings = append(bindings, bySelector(ns, "b", matchLabels("tier", "backend")))
 		}
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+		bindings = versioned(bindings, "1")
+		b.Run(fmt.Sprintf("fresh/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, errs := newIndex(bindings, subjectOfTest); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("one-changed/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			ix, _ := newIndex(bindings, subjectOfTest)
+			next := slices.Clone(bindings)
+			v := 1
+			for b.Loop() {
+				v++
+				next[v%n].version = strconv.Itoa(v)
+				var errs []error
+				if ix, errs = ix.rebuild(next, subjectOfTest); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			}
