@@ -35,8 +35,9 @@ const (
 	maxPatchWait     = time.Second
 )
 
-// patchSubjects applies the work to each subject, at most PatchConcurrency
-// at a time, and joins the errors. A subject that has no pod template, or
+// patchSubjects applies the work to each subject, with at most
+// PatchConcurrency patches of the reconciler in flight (its concurrent
+// reconciles share them), and joins the errors. A subject that has no pod template, or
 // cannot be read as one, is an *unavailableError: its reason goes in the
 // Ready condition. bound counts the bind work that succeeded.
 //
@@ -47,7 +48,7 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	p := &patchRun{sem: make(chan struct{}, cmp.Or(r.PatchConcurrency, DefaultPatchConcurrency))}
+	p := &patchRun{sem: r.slots()}
 	patch := func(w work, first *unstructured.Unstructured) {
 		p.sem <- struct{}{}
 		p.wg.Go(func() {
@@ -78,9 +79,15 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 	return int(p.bound.Load()), classify(b, p.errs)
 }
 
+// slots returns the reconciler's patch slots, made at the first call.
+func (r *BaseReconciler) slots() chan struct{} {
+	r.slotsOnce.Do(func() { r.patchSlots = make(chan struct{}, cmp.Or(r.PatchConcurrency, DefaultPatchConcurrency)) })
+	return r.patchSlots
+}
+
 // patchRun is one patchSubjects call's subjects in flight and their errors.
 type patchRun struct {
-	sem  chan struct{} // a slot per patch in flight
+	sem  chan struct{} // the reconciler's slots: one per patch in flight
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	errs []error
@@ -245,7 +252,19 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 	)
 	for attempt := 1; ; attempt++ {
 		u, err := first, error(nil)
-		if attempt > 1 || u == nil {
+		switch {
+		case attempt == 1 && u == nil:
+			// The first read is served from the kube-apiserver's cache
+			// (resourceVersion "0"): no quorum read of etcd. It may be a
+			// moment behind; the guard makes that as safe as any stale
+			// read, and a guard that fails reads again from etcd. A cache
+			// that does not hold the subject yet (another kube-apiserver's
+			// than the informer's, say) is not believed: etcd is asked.
+			u, err = client.Get(ctx, w.name, metav1.GetOptions{ResourceVersion: "0"})
+			if apierrors.IsNotFound(err) {
+				u, err = client.Get(ctx, w.name, metav1.GetOptions{})
+			}
+		case attempt > 1:
 			u, err = client.Get(ctx, w.name, metav1.GetOptions{})
 		}
 		if apierrors.IsNotFound(err) {

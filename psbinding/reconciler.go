@@ -81,8 +81,9 @@ const (
 	reasonUnbindFailed          = "UnbindFailed"
 )
 
-// DefaultPatchConcurrency bounds how many subjects one reconcile patches at
-// once when BaseReconciler.PatchConcurrency is zero.
+// DefaultPatchConcurrency bounds how many subject patches a reconciler has
+// in flight at once, across its concurrent reconciles, when
+// BaseReconciler.PatchConcurrency is zero.
 const DefaultPatchConcurrency = 8
 
 // DefaultFieldManager is the field manager of the reconciler's writes when
@@ -199,8 +200,10 @@ type BaseReconciler struct {
 	// changed in place, which are bound at admission only and never read
 	// by the reconciler. Nil means bare Pods and Jobs.
 	AdmissionOnly []schema.GroupKind
-	// PatchConcurrency bounds parallel subject patches; 0 means
-	// DefaultPatchConcurrency.
+	// PatchConcurrency bounds the subject patches in flight at once, over
+	// all the reconciles the controller runs concurrently (one Binding
+	// with many subjects may use all of it; many Bindings share it); 0
+	// means DefaultPatchConcurrency. It is read at the first patch.
 	PatchConcurrency int
 	// Observer, if set, is told of subject patches, conflicts and the
 	// subjects bound, for metrics. Nil means the controller.Observer of
@@ -214,6 +217,10 @@ type BaseReconciler struct {
 
 	checkOnce sync.Once
 	checkErr  error
+
+	// patchSlots holds a slot per subject patch in flight (PatchConcurrency).
+	slotsOnce  sync.Once
+	patchSlots chan struct{}
 }
 
 // check reports the required fields that are missing, once.

@@ -85,7 +85,8 @@ type Options struct {
 	// in place. Default: bare Pods and Jobs
 	// (psbinding.BaseReconciler.AdmissionOnly).
 	AdmissionOnly []schema.GroupKind
-	// PatchConcurrency bounds parallel subject patches. Default:
+	// PatchConcurrency bounds the kind's subject patches in flight, over
+	// all its concurrent reconciles. Default:
 	// psbinding.DefaultPatchConcurrency.
 	PatchConcurrency int
 	// FieldManager names the reconciler in the managedFields of what it

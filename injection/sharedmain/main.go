@@ -32,9 +32,16 @@ import (
 type Constructor func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
 
 // WorkersPerController is how many reconciles each controller runs at once.
-// Two keep one slow key from stalling a controller without multiplying the
-// load a process puts on the API server.
-const WorkersPerController = 2
+// A Binding's reconcile is a chain of round trips (its finalizer, its
+// subjects' reads and patches, its status), so with one Binding per
+// application namespace a controller converges at workers per round-trip
+// chain: two workers made 400 such Bindings take twice as long as the
+// same writes sent eight at a time (bench/RESULTS.md, many small
+// Bindings). The subject patches stay bounded whatever the workers
+// (psbinding.DefaultPatchConcurrency per Binding kind, shared by its
+// reconciles); what eight workers add at once is the Bindings' own writes,
+// one or two per reconcile.
+const WorkersPerController = 8
 
 // CacheSyncTimeout bounds the wait for the informers' caches at start-up. A
 // process whose caches do not fill in that time exits with an error, so a
