@@ -120,6 +120,26 @@ type AdmissionReconciler struct {
 	// fellBack is whether the namespaceSelector last programmed covers
 	// every namespace but the protected ones.
 	fellBack atomic.Bool
+	// lastPass is how long the last Reconcile took, in nanoseconds
+	// (BindingEventDelay).
+	lastPass atomic.Int64
+}
+
+// MaxBindingEventDelay bounds BindingEventDelay.
+const MaxBindingEventDelay = 250 * time.Millisecond
+
+// BindingEventDelay is how long the controller should wait, after an event
+// of a Binding, before it reconciles: ten times as long as the last
+// reconcile took, at most MaxBindingEventDelay. Each reconcile indexes
+// every Binding and checks the configuration against all of them, so a
+// stream of Binding events (a thousand Bindings created, each then given
+// its finalizer) reconciled one by one costs the number of Bindings times
+// the number of events; waiting lets the events that arrive meanwhile share
+// one reconcile, and keeps the controller to about a tenth of a core
+// however fast they come. With few Bindings a reconcile takes microseconds
+// and so does the wait.
+func (ac *AdmissionReconciler) BindingEventDelay() time.Duration {
+	return min(10*time.Duration(ac.lastPass.Load()), MaxBindingEventDelay)
 }
 
 // AdmissionController is AdmissionReconciler's former name.
@@ -206,6 +226,8 @@ func (ac *AdmissionReconciler) HasSynced() bool { return ac.hasIndex() }
 
 // Reconcile implements controller.Reconciler.
 func (ac *AdmissionReconciler) Reconcile(ctx context.Context, _ string) error {
+	start := time.Now()
+	defer func() { ac.lastPass.Store(int64(time.Since(start))) }()
 	bindings, err := ac.cfg.ListAll()
 	if err != nil {
 		return fmt.Errorf("admission controller %s: list bindings: %w", ac.cfg.ConfigurationName, err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -132,6 +133,37 @@ func TestAdmissionControllerReconcile(t *testing.T) {
 	}
 	if n := updates(kube); n != 1 {
 		t.Errorf("second reconcile with nothing changed issued an update (%d in all)", n)
+	}
+}
+
+// TestBindingEventDelay checks the wait before a Binding event's reconcile:
+// none before the first reconcile, ten times the last one's duration after
+// it, and never more than MaxBindingEventDelay.
+func TestBindingEventDelay(t *testing.T) {
+	slow := false
+	ac, _ := newTestAdmissionController(t, nil, []byte("ca"))
+	ac.cfg.ListAll = func() ([]Bindable, error) {
+		if slow {
+			time.Sleep(30 * time.Millisecond)
+		}
+		return nil, nil
+	}
+	if got := ac.BindingEventDelay(); got != 0 {
+		t.Errorf("before any reconcile: delay %v, want 0", got)
+	}
+	start := time.Now()
+	if err := ac.Reconcile(context.Background(), ac.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if got, most := ac.BindingEventDelay(), 10*time.Since(start); got <= 0 || got > most {
+		t.Errorf("after a reconcile: delay %v, want more than 0 and at most %v", got, most)
+	}
+	slow = true
+	if err := ac.Reconcile(context.Background(), ac.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ac.BindingEventDelay(); got != MaxBindingEventDelay {
+		t.Errorf("after a 30 ms reconcile: delay %v, want MaxBindingEventDelay %v", got, MaxBindingEventDelay)
 	}
 }
 

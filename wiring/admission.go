@@ -89,12 +89,18 @@ func newAdmissionController(ctx context.Context, name, path string, gla psbindin
 	if cfg.ExcludedNamespaces == nil {
 		cfg.ExcludedNamespaces = ExcludedNamespaces(ctx)
 	}
-	var impl *controller.Impl
-	// Handlers run once informers start, after impl is set below.
+	var (
+		impl *controller.Impl
+		ac   *psbinding.AdmissionReconciler
+	)
+	// Handlers run once informers start, after impl and ac are set below.
 	reprogram := controller.HandleAll(func(any) { impl.EnqueueKey(name) })
 	// Only the Binding events that can change what admission does: each
-	// one costs a rebuild of the index over every Binding.
-	cfg.ListAll = gla(ctx, psbinding.IndexEventHandler(reprogram))
+	// one costs a rebuild of the index over every Binding, so they are
+	// also given the time to arrive together.
+	cfg.ListAll = gla(ctx, psbinding.IndexEventHandler(controller.HandleAll(func(any) {
+		impl.EnqueueKeyAfter(name, ac.BindingEventDelay())
+	})))
 	ac, err := psbinding.NewAdmissionReconciler(cfg)
 	if err != nil {
 		panic(err)
