@@ -444,7 +444,7 @@ func (ac *AdmissionReconciler) subjectResources(bindings []Bindable) ([]schema.G
 	served := make([]bool, len(bindings))
 	var out []schema.GroupVersionResource
 	for i, b := range bindings {
-		ref, _, _, _ := subjectOfBindable(b)
+		ref := subjectOfBindable(b)
 		gvk, err := ref.GroupVersionKind()
 		if err != nil || ref.Kind == "" {
 			continue

@@ -93,7 +93,7 @@ func (a *admitter) boundBy(b Bindable) (duck.BoundBy, bool) {
 // setIndex replaces the index Admit consults and returns the Bindings that
 // could not be indexed.
 func (a *admitter) setIndex(bindings []Bindable) []error {
-	ix, errs := a.index.Load().rebuild(bindings, subjectOfBindable)
+	ix, errs := a.index.Load().rebuild(bindings, indexingBindable)
 	a.index.Store(ix)
 	return errs
 }

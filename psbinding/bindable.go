@@ -55,14 +55,22 @@ type GetListAll func(ctx context.Context, handler cache.ResourceEventHandler) Li
 // admission request with a message that names the Binding.
 type BindableContext func(ctx context.Context, b Bindable) (context.Context, error)
 
-// subjectOfBindable reads what the index needs from a Bindable. A subject
-// without a namespace is in the Binding's own namespace.
-func subjectOfBindable(b Bindable) (ref tracker.Reference, namespace, name, version string) {
-	ref = b.GetSubject()
+// subjectOfBindable is b's subject reference. A subject without a
+// namespace is in the Binding's own namespace.
+func subjectOfBindable(b Bindable) tracker.Reference {
+	ref := b.GetSubject()
 	if ref.Namespace == "" {
 		ref.Namespace = b.GetNamespace()
 	}
-	return ref, b.GetNamespace(), b.GetName(), b.GetResourceVersion()
+	return ref
+}
+
+// indexingBindable is what the admission index reads of a Bindable.
+var indexingBindable = indexing[Bindable]{
+	identity: func(b Bindable) (string, string, string) {
+		return b.GetNamespace(), b.GetName(), b.GetResourceVersion()
+	},
+	subject: subjectOfBindable,
 }
 
 // NamespaceError reports a subject reference that leaves its Binding's

@@ -39,8 +39,7 @@ type index[B any] struct {
 type scopeIndex[B any] struct {
 	exact     map[string][]indexed[B] // by subject name, in Binding order
 	selectors *tracker.SelectorIndex[string, indexed[B]]
-	// members identify the Bindings filed here, sorted: equal members mean
-	// an equal sub-index.
+	// members identify the Bindings filed here, in order.
 	members []member
 }
 
@@ -73,81 +72,101 @@ type indexed[B any] struct {
 	order   string // namespace/name of the Binding: the order Do and Undo run in
 }
 
-// subjectOf is what the index needs to know of a Binding: its subject
-// reference, its namespace and name for ordering, and its resourceVersion
-// ("" when it has none: never taken as unchanged).
-type subjectOf[B any] func(B) (ref tracker.Reference, namespace, name, version string)
+// indexing is what the index needs to know of a Binding.
+type indexing[B any] struct {
+	// identity gives its namespace and name (the order Do and Undo run
+	// in) and its resourceVersion ("" when it has none: never taken as
+	// unchanged). It is called for every Binding at every build.
+	identity func(B) (namespace, name, version string)
+	// subject gives its subject reference, the namespace filled in. It is
+	// called only for Bindings the previous build did not parse at the
+	// same version.
+	subject func(B) tracker.Reference
+}
 
 // newIndex indexes bindings by subject. A Binding whose reference does not
 // validate, or leaves the Binding's namespace, is left out and reported in
 // the returned errors, so one bad Binding does not stop the others from
 // applying.
-func newIndex[B any](bindings []B, subject subjectOf[B]) (*index[B], []error) {
-	return (*index[B])(nil).rebuild(bindings, subject)
+func newIndex[B any](bindings []B, of indexing[B]) (*index[B], []error) {
+	return (*index[B])(nil).rebuild(bindings, of)
 }
 
 // rebuild is newIndex reusing prev (which may be nil): a Binding whose
 // resourceVersion is the one prev parsed is not parsed again, and a scope
-// whose Bindings and their versions are prev's keeps prev's sub-index,
-// Bindings and all (the same versions are the same objects). prev is not
-// changed.
-func (prev *index[B]) rebuild(bindings []B, subject subjectOf[B]) (*index[B], []error) {
+// whose Bindings are all unchanged since prev keeps prev's sub-index,
+// Bindings and all (the same versions are the same objects). Only the
+// scopes that changed are built again; the rest of a build is a walk of
+// the list. prev is not changed.
+func (prev *index[B]) rebuild(bindings []B, of indexing[B]) (*index[B], []error) {
 	ix := &index[B]{
 		scopes: make(map[scopeKey]*scopeIndex[B], prev.scopeCount()),
 		parsed: make(map[bindingKey]parsedSubject, len(bindings)),
 		filed:  make([]B, 0, len(bindings)),
 	}
 	var errs []error
-	// The Bindings to file, grouped by scope and ordered within it: one
-	// slice and one sort, however many scopes.
-	type filing struct {
-		scope scopeKey
-		member
-		binding B
-	}
-	filings := make([]filing, 0, len(bindings))
+	// unchanged counts, per scope, the Bindings filed there by prev at the
+	// same version; dirty marks the scopes of the others.
+	unchanged := make(map[scopeKey]int, prev.scopeCount())
+	dirty := map[scopeKey]bool{}
+	members := make([]member, 0, len(bindings)) // of ix.filed, in its order
 	for _, b := range bindings {
-		ref, ns, name, version := subject(b)
+		ns, name, version := of.identity(b)
 		key := bindingKey{namespace: ns, name: name}
-		p, ok := prev.parsedAs(key, version)
-		if !ok {
-			p = parseSubject(ref, ns, name, version)
+		p, same := prev.parsedAs(key, version)
+		if !same {
+			p = parseSubject(of.subject(b), ns, name, version)
 		}
 		ix.parsed[key] = p
 		if p.err != nil {
 			errs = append(errs, p.err)
 			continue
 		}
-		filings = append(filings, filing{scope: p.scope, member: member{bindingKey: key, version: version}, binding: b})
 		ix.filed = append(ix.filed, b)
+		members = append(members, member{bindingKey: key, version: version})
+		if same {
+			unchanged[p.scope]++
+		} else {
+			dirty[p.scope] = true
+		}
 	}
-	slices.SortFunc(filings, func(a, b filing) int {
-		return cmp.Or(cmp.Compare(a.scope.namespace, b.scope.namespace), cmp.Compare(a.scope.group, b.scope.group),
-			cmp.Compare(a.scope.kind, b.scope.kind), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
-	})
-	for start := 0; start < len(filings); {
-		scope := filings[start].scope
-		end := start + 1
-		for end < len(filings) && filings[end].scope == scope {
-			end++
-		}
-		group := filings[start:end]
-		start = end
-		if old := prev.scopeOf(scope); old != nil && slices.EqualFunc(old.members, group, func(m member, f filing) bool {
-			return m == f.member && m.version != ""
-		}) {
-			// The same Bindings at the same versions: the same objects.
+	for scope, n := range unchanged {
+		if old := prev.scopes[scope]; !dirty[scope] && old != nil && n == len(old.members) {
+			// Exactly prev's Bindings, at prev's versions.
 			ix.scopes[scope] = old
-			continue
 		}
-		sc := &scopeIndex[B]{members: make([]member, len(group))}
-		for i, f := range group {
-			sc.members[i] = f.member
-			sc.add(indexed[B]{binding: f.binding, order: f.namespace + "/" + f.name}, ix.parsed[f.bindingKey])
+	}
+	// The other scopes are built from their Bindings.
+	changed := map[scopeKey][]filing[B]{}
+	for i, m := range members {
+		scope := ix.parsed[m.bindingKey].scope
+		if _, reused := ix.scopes[scope]; !reused {
+			changed[scope] = append(changed[scope], filing[B]{member: m, binding: ix.filed[i]})
 		}
-		ix.scopes[scope] = sc
+	}
+	for scope, group := range changed {
+		ix.scopes[scope] = newScopeIndex(group, ix.parsed)
 	}
 	return ix, errs
+}
+
+// filing is one Binding to file in its scope.
+type filing[B any] struct {
+	member
+	binding B
+}
+
+// newScopeIndex files one scope's Bindings.
+func newScopeIndex[B any](group []filing[B], parsed map[bindingKey]parsedSubject) *scopeIndex[B] {
+	slices.SortFunc(group, func(a, b filing[B]) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+	})
+	sc := &scopeIndex[B]{members: make([]member, len(group))}
+	for i, f := range group {
+		sc.members[i] = f.member
+		sc.add(indexed[B]{binding: f.binding, order: f.namespace + "/" + f.name}, parsed[f.bindingKey])
+	}
+	return sc
 }
 
 // scopeCount is how many scopes prev holds (0 for none): the next index's

@@ -22,8 +22,9 @@ type testBinding struct {
 	version         string // its resourceVersion; "" for none
 }
 
-func subjectOfTest(b testBinding) (tracker.Reference, string, string, string) {
-	return b.subject, b.namespace, b.name, b.version
+var subjectOfTest = indexing[testBinding]{
+	identity: func(b testBinding) (string, string, string) { return b.namespace, b.name, b.version },
+	subject:  func(b testBinding) tracker.Reference { return b.subject },
 }
 
 func names(bs []testBinding) []string {

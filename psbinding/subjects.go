@@ -109,7 +109,7 @@ func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error
 // resolveSubject validates b's subject reference and maps its kind to a
 // resource. The error is an *unavailableError.
 func (r *BaseReconciler) resolveSubject(b Bindable) (*subject, error) {
-	ref, _, _, _ := subjectOfBindable(b)
+	ref := subjectOfBindable(b)
 	if err := ref.Validate(); err != nil {
 		err = fmt.Errorf("%s: subject %s: %w", describe(b), ref, err)
 		return nil, unavailable(ReasonSubjectInvalid, err, controller.NewPermanentError(err))
