@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -715,4 +716,80 @@ func TestBaseReconcilerReadsManySubjectsWithLists(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPatchConcurrencySharedByReconciles checks that PatchConcurrency bounds
+// the subject patches in flight over every reconcile the controller runs at
+// once, not per reconcile: sharedmain runs several workers per controller.
+func TestPatchConcurrencySharedByReconciles(t *testing.T) {
+	objects := []runtime.Object{
+		newEnvBinding("ns", "a", deploymentRef("ns", "", matchLabels("app", "a")), "TOKEN", "a"),
+		newEnvBinding("other", "b", deploymentRef("other", "", matchLabels("app", "b")), "TOKEN", "b"),
+	}
+	for i := range 6 {
+		objects = append(objects,
+			testDeployment("ns", fmt.Sprintf("a%d", i), map[string]string{"app": "a"}),
+			testDeployment("other", fmt.Sprintf("b%d", i), map[string]string{"app": "b"}))
+	}
+	f := newReconcilerFixture(t, objects...)
+	f.r.PatchConcurrency = 2
+	// The fake client runs one action at a time, so the patches in flight
+	// are counted around it.
+	counter := &inFlight{}
+	f.r.MetadataClient = inFlightMetadata{injectiontest.MetadataFromDynamic(f.client), counter}
+	var wg sync.WaitGroup
+	for _, key := range []string{"ns/a", "other/b"} {
+		wg.Go(func() {
+			if err := f.r.Reconcile(context.Background(), key); err != nil {
+				t.Errorf("Reconcile %s: %v", key, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := counter.total.Load(); got != 12 {
+		t.Errorf("%d subject patches, want 12", got)
+	}
+	if got := counter.most.Load(); got != 2 {
+		t.Errorf("at most %d subject patches in flight over both reconciles, want 2 (PatchConcurrency)", got)
+	}
+}
+
+// inFlight counts the patches under way, the most at once, and the total.
+type inFlight struct{ now, most, total atomic.Int64 }
+
+func (c *inFlight) patch(do func() (*metav1.PartialObjectMetadata, error)) (*metav1.PartialObjectMetadata, error) {
+	n := c.now.Add(1)
+	for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
+	}
+	time.Sleep(20 * time.Millisecond) // long enough for the patches to overlap
+	defer func() { c.now.Add(-1); c.total.Add(1) }()
+	return do()
+}
+
+// inFlightMetadata counts the patches sent through it with an inFlight.
+type inFlightMetadata struct {
+	metadata.Interface
+	counter *inFlight
+}
+
+func (c inFlightMetadata) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return inFlightGetter{c.Interface.Resource(gvr), c.counter}
+}
+
+type inFlightGetter struct {
+	metadata.Getter
+	counter *inFlight
+}
+
+func (g inFlightGetter) Namespace(ns string) metadata.ResourceInterface {
+	return inFlightResource{g.Getter.Namespace(ns), g.counter}
+}
+
+type inFlightResource struct {
+	metadata.ResourceInterface
+	counter *inFlight
+}
+
+func (r inFlightResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
+	return r.counter.patch(func() (*metav1.PartialObjectMetadata, error) { return r.ResourceInterface.Patch(ctx, name, pt, data, opts, sub...) })
 }
