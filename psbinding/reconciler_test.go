@@ -791,5 +791,7 @@ type inFlightResource struct {
 }
 
 func (r inFlightResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
-	return r.counter.patch(func() (*metav1.PartialObjectMetadata, error) { return r.ResourceInterface.Patch(ctx, name, pt, data, opts, sub...) })
+	return r.counter.patch(func() (*metav1.PartialObjectMetadata, error) {
+		return r.ResourceInterface.Patch(ctx, name, pt, data, opts, sub...)
+	})
 }
