@@ -74,6 +74,30 @@ func (b Bound) String() string {
 	return strings.Join(entries, ",")
 }
 
+// BoundGeneration is BoundOf(annotations)[by] without building the record:
+// the generation at which by bound the subject, and whether the record
+// names it (its last entry for by, as ParseBound keeps). A reconcile checks
+// every subject of its Binding this way, so it allocates nothing per
+// subject.
+func BoundGeneration(annotations map[string]string, by BoundBy) (generation int64, ok bool) {
+	value := annotations[BoundAnnotation]
+	if value == "" {
+		return 0, false
+	}
+	for entry := range strings.SplitSeq(value, ",") {
+		entry = strings.TrimSpace(entry)
+		key, gen, ok1 := strings.Cut(entry, ":")
+		resource, name, ok2 := strings.Cut(key, "/")
+		if !ok1 || !ok2 || name == "" || name != by.Name || resource == "" || schema.ParseGroupResource(resource) != by.Resource {
+			continue
+		}
+		if g, err := strconv.ParseInt(gen, 10, 64); err == nil && g >= 0 {
+			generation, ok = g, true
+		}
+	}
+	return generation, ok
+}
+
 // BoundOf reads the record of a subject's annotations. An unreadable value
 // counts as what could be read of it: a Binding missing from the record
 // binds the subject again, which Do's idempotence makes harmless.

@@ -7,8 +7,12 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/test/fixtures"
 )
 
@@ -46,5 +50,52 @@ func BenchmarkAdmit(b *testing.B) {
 		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 		run("selector-match", append(bindings, newEnvBinding("ns", "match", deploymentRef("ns", "", sel), "BOUND", "yes")), "ns", true)
 		run("exact-match", append(bindings, newEnvBinding("ns", "match", deploymentRef("ns", "web", nil), "BOUND", "yes")), "ns", true)
+	}
+}
+
+// BenchmarkReconcileBound is the reconcile a subject event causes once its
+// selector Binding has bound everything (the steady state of a bound
+// namespace): n subjects in the cache, all recording the Binding at its
+// generation, nothing to write. Each event re-runs it, so its cost is paid
+// per create or update of any subject.
+func BenchmarkReconcileBound(b *testing.B) {
+	for _, n := range []int{10, 600} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			binding := newEnvBinding("ns", "gh", deploymentRef("ns", "", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}), "TOKEN", "t")
+			binding.Generation = 1
+			binding.Finalizers = []string{"test.bindkit.dev/envbindings"}
+			binding.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"}
+			objects := []runtime.Object{binding}
+			for i := range n {
+				d := testDeployment("ns", fmt.Sprintf("web-%04d", i), map[string]string{"app": "web"}, corev1.EnvVar{Name: "TOKEN", Value: "t"})
+				d.Annotations = duck.SetBound(d.Annotations, duck.Bound{{Resource: envBindingsGVR.GroupResource(), Name: "gh"}: 1})
+				objects = append(objects, d)
+			}
+			f := newReconcilerFixture(b, objects...)
+			ctx := context.Background()
+			inf, _, err := f.r.Factory.Get(ctx, deploymentsGVR)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				b.Fatal("subject cache not synced")
+			}
+			if err := f.r.Reconcile(ctx, "ns/gh"); err != nil { // the status, once
+				b.Fatal(err)
+			}
+			f.client.ClearActions()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := f.r.Reconcile(ctx, "ns/gh"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			for _, a := range f.client.Actions() {
+				if a.GetVerb() != "get" {
+					b.Fatalf("a bound Binding's reconcile wrote: %v", a)
+				}
+			}
+		})
 	}
 }

@@ -39,7 +39,7 @@ var (
 	statefulSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
 )
 
-func toUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
+func toUnstructured(t testing.TB, obj runtime.Object) *unstructured.Unstructured {
 	t.Helper()
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
@@ -65,7 +65,7 @@ type reconcilerFixture struct {
 	recorder *record.FakeRecorder
 }
 
-func newReconcilerFixture(t *testing.T, objects ...runtime.Object) *reconcilerFixture {
+func newReconcilerFixture(t testing.TB, objects ...runtime.Object) *reconcilerFixture {
 	t.Helper()
 	var unstructuredObjects []runtime.Object
 	for _, o := range objects {

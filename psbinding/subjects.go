@@ -253,7 +253,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
 			return // being deleted, or opted out: left as it is
 		}
-		gen, recorded := duck.BoundOf(m.GetAnnotations())[by]
+		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
 		switch {
 		case isSelected && (!recorded || gen != b.GetGeneration()):
 			todo = append(todo, work{name: m.GetName(), bind: true})
@@ -282,6 +282,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 			err = fmt.Errorf("%s: subject %s: list: %w", describe(b), s.ref, err)
 			return unavailable(ReasonSubjectsUnavailable, err, err)
 		}
+		selected = make(map[string]bool, len(objs))
 		for _, obj := range objs {
 			if m, err := meta.Accessor(obj); err == nil {
 				selected[m.GetName()] = true
