@@ -88,6 +88,37 @@ func Member(raw []byte, name string, maxDepth int) ([]byte, error) {
 	}
 }
 
+// SkipValue validates the one JSON value that starts at data[pos:], after any
+// space, as Scan validates what it steps over, and returns the offset just
+// after it. depth is the nesting around the value (1 for a member of a
+// top-level object); the value fails with an error wrapping ErrTooDeep
+// when it nests past maxDepth (0: MaxDepth). It lets a caller that reads a
+// few members of an object itself validate the others in the same pass.
+func SkipValue(data []byte, pos, depth, maxDepth int) (int, error) {
+	sc := scanner{data: data, pos: pos, depth: depth, maxDepth: depthLimit(maxDepth)}
+	if _, err := sc.value(nil); err != nil {
+		return 0, err
+	}
+	return sc.pos, nil
+}
+
+// DepthLimit is the nesting limit Scan, Member and SkipValue apply for
+// maxDepth: MaxDepth when it is not positive or above MaxDepth.
+func DepthLimit(maxDepth int) int { return depthLimit(maxDepth) }
+
+// MapBytes is what Scan charges for a JSON object of entries members
+// decoded into a map of Elem elem, beyond the keys' and values' own bytes
+// (each key's length, and what its value's Type charges): the map's header
+// and a table that doubles as it grows.
+func MapBytes(elem *Type, entries int) int64 {
+	if entries == 0 {
+		return mapHeader
+	}
+	// A map entry: the key's header, the value, and overhead; a small map
+	// takes a group of eight slots however few it holds.
+	return mapHeader + 2*max(int64(entries), 8)*(16+elem.Size+8)
+}
+
 func depthLimit(d int) int {
 	if d <= 0 || d > MaxDepth {
 		return MaxDepth
@@ -345,10 +376,7 @@ func (sc *scanner) object(n *Type) (int64, error) {
 	}
 	sc.depth--
 	if isMap {
-		// A map entry: the key's header, the value, and overhead, for a
-		// table that doubles as it grows; a small map takes a group of
-		// eight slots however few it holds.
-		cost += mapHeader + 2*max(entries, 8)*(16+n.Elem.Size+8)
+		cost += MapBytes(n.Elem, int(entries))
 	}
 	return cost, nil
 }
