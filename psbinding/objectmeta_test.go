@@ -208,3 +208,32 @@ func checkDecodeObjectMeta(t *testing.T, raw []byte, maxDepth int, budget int64)
 		compare("fastObjectMeta", fast, err, fastCharges)
 	}
 }
+
+// BenchmarkDecodeObjectMeta compares the one pass with the walks it
+// replaces (scanObjectMeta) on fixtures.RealisticDeployment and on the
+// metadata the kube-apiserver sends (apiserverObject).
+func BenchmarkDecodeObjectMeta(b *testing.B) {
+	realistic, err := json.Marshal(fixtures.RealisticDeployment("ns", "web"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reserve := func(int64) error { return nil }
+	for _, obj := range []struct {
+		name string
+		raw  []byte
+	}{{"realistic", realistic}, {"apiserver", []byte(apiserverObject)}} {
+		for _, path := range []struct {
+			name   string
+			decode func([]byte, int, func(int64) error) (objectMeta, error)
+		}{{"one-pass", decodeObjectMetaWith}, {"scan", scanObjectMeta}} {
+			b.Run("object="+obj.name+"/path="+path.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := path.decode(obj.raw, 100, reserve); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
