@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,10 +14,8 @@ import (
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/duck"
-	"github.com/bindkit/bindkit/internal/jsonscan"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -100,39 +97,6 @@ func (a *admitter) setIndex(bindings []Bindable) []error {
 
 // hasIndex reports whether an index has been built, i.e. Admit can decide.
 func (a *admitter) hasIndex() bool { return a.index.Load() != nil }
-
-// objectMeta is the part of a request's object needed to look Bindings up.
-type objectMeta struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels"`
-}
-
-var objectMetaType = sync.OnceValue(func() *jsonscan.Type {
-	return jsonscan.NewBuilder().TypeOf(reflect.TypeFor[objectMeta]())
-})
-
-// decodeObjectMeta reads the object's name and labels. It looks for
-// metadata among the object's top-level members without decoding or
-// copying any, and stops there: the kube-apiserver writes metadata before
-// spec, so a request that matches no Binding costs a scan of its metadata,
-// not of the whole object. What follows metadata is checked only when a
-// Binding matches and the object is decoded in full. The labels' decoded
-// size is reserved from the webhook's memory budget before they are
-// decoded. Field names match case-sensitively, as in the kube-apiserver.
-func decodeObjectMeta(ctx context.Context, raw []byte, maxDepth int) (meta objectMeta, err error) {
-	metaRaw, err := jsonscan.Member(raw, "metadata", maxDepth)
-	if err != nil || metaRaw == nil || string(metaRaw) == "null" {
-		return meta, err
-	}
-	res, err := jsonscan.Scan(metaRaw, objectMetaType(), maxDepth)
-	if err != nil {
-		return meta, err
-	}
-	if err := webhook.Reserve(ctx, res.Bytes); err != nil {
-		return meta, err
-	}
-	return meta, kjson.UnmarshalCaseSensitivePreserveInts(metaRaw, &meta)
-}
 
 // admit applies every Binding that matches the request's object and answers
 // with the JSON patch that results: Do for live Bindings, Undo for Bindings

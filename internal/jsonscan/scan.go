@@ -88,6 +88,37 @@ func Member(raw []byte, name string, maxDepth int) ([]byte, error) {
 	}
 }
 
+// SkipValue validates the one JSON value that starts at data[pos:], after any
+// space, as Scan validates what it steps over, and returns the offset just
+// after it. depth is the nesting around the value (1 for a member of a
+// top-level object); the value fails with an error wrapping ErrTooDeep
+// when it nests past maxDepth (0: MaxDepth). It lets a caller that reads a
+// few members of an object itself validate the others in the same pass.
+func SkipValue(data []byte, pos, depth, maxDepth int) (int, error) {
+	sc := scanner{data: data, pos: pos, depth: depth, maxDepth: depthLimit(maxDepth)}
+	if _, err := sc.value(nil); err != nil {
+		return 0, err
+	}
+	return sc.pos, nil
+}
+
+// DepthLimit is the nesting limit Scan, Member and SkipValue apply for
+// maxDepth: MaxDepth when it is not positive or above MaxDepth.
+func DepthLimit(maxDepth int) int { return depthLimit(maxDepth) }
+
+// MapBytes is what Scan charges for a JSON object of entries members
+// decoded into a map of Elem elem, beyond the keys' and values' own bytes
+// (each key's length, and what its value's Type charges): the map's header
+// and a table that doubles as it grows.
+func MapBytes(elem *Type, entries int) int64 {
+	if entries == 0 {
+		return mapHeader
+	}
+	// A map entry: the key's header, the value, and overhead; a small map
+	// takes a group of eight slots however few it holds.
+	return mapHeader + 2*max(int64(entries), 8)*(16+elem.Size+8)
+}
+
 func depthLimit(d int) int {
 	if d <= 0 || d > MaxDepth {
 		return MaxDepth
@@ -122,6 +153,9 @@ type scanner struct {
 	maxDepth  int
 	lastCount int // elements of the last array scanned
 	res       Result
+	// slow turns skip off: set while a value skip stopped in is read
+	// value by value.
+	slow bool
 }
 
 // top checks that the input starts with an object.
@@ -251,6 +285,24 @@ func (sc *scanner) value(n *Type) (int64, error) {
 		_, err := sc.value(nil)
 		return int64(sc.pos - start), err
 	}
+	if n == nil && !sc.slow {
+		// Nothing inside is estimated: validate it in one loop (skip),
+		// and where that stops, again value by value, for the error. The
+		// values inside are then all read value by value, so a long
+		// input is read at most twice, however deep.
+		if sc.skip() {
+			return 0, nil
+		}
+		sc.slow = true
+		_, err := sc.typed(nil, start)
+		sc.slow = false
+		return 0, err
+	}
+	return sc.typed(n, start)
+}
+
+// typed scans the value at pos, which starts at start, into n.
+func (sc *scanner) typed(n *Type, start int) (int64, error) {
 	switch c := sc.data[sc.pos]; c {
 	case '{':
 		return sc.object(n)
@@ -345,10 +397,7 @@ func (sc *scanner) object(n *Type) (int64, error) {
 	}
 	sc.depth--
 	if isMap {
-		// A map entry: the key's header, the value, and overhead, for a
-		// table that doubles as it grows; a small map takes a group of
-		// eight slots however few it holds.
-		cost += mapHeader + 2*max(entries, 8)*(16+n.Elem.Size+8)
+		cost += MapBytes(n.Elem, int(entries))
 	}
 	return cost, nil
 }
@@ -573,3 +622,232 @@ type NotObjectError struct {
 }
 
 func (e *NotObjectError) Error() string { return e.Where + " is " + e.Kind + ", not an object" }
+
+// maxSkipNesting bounds the nesting skip follows within the value it
+// skips; deeper values are read value by value.
+const maxSkipNesting = 64 * 16
+
+// skip passes over the value at pos, after space, validating it as
+// value(nil) does, in one loop: no call per value, no estimate. It reports
+// false, leaving the scanner as it was, where value(nil) would fail (or
+// the value nests deeper than maxSkipNesting), so the caller reads it
+// again value by value for the error.
+func (sc *scanner) skip() bool {
+	data := sc.data
+	i := sc.pos
+	depth := sc.depth
+	deepest := sc.res.Depth
+	var objects [maxSkipNesting / 64]uint64 // bit set: the level is an object
+	level := 0
+	for {
+		// A value.
+		for i < len(data) && isSpace(data[i]) {
+			i++
+		}
+		if i >= len(data) {
+			return false
+		}
+		switch c := data[i]; c {
+		case '{', '[':
+			depth++
+			if depth > sc.maxDepth || level == maxSkipNesting {
+				return false
+			}
+			deepest = max(deepest, depth)
+			word, bit := level/64, uint64(1)<<(level%64)
+			if c == '{' {
+				objects[word] |= bit
+			} else {
+				objects[word] &^= bit
+			}
+			level++
+			i++
+			for i < len(data) && isSpace(data[i]) {
+				i++
+			}
+			if i >= len(data) {
+				return false
+			}
+			if c == '{' {
+				if data[i] == '}' {
+					i++
+					level--
+					depth--
+					break
+				}
+				if i = skipKey(data, i); i < 0 {
+					return false
+				}
+				continue
+			}
+			if data[i] == ']' {
+				i++
+				level--
+				depth--
+				break
+			}
+			continue
+		case '"':
+			if i = skipString(data, i); i < 0 {
+				return false
+			}
+		case 't':
+			if i = skipWord(data, i, "true"); i < 0 {
+				return false
+			}
+		case 'f':
+			if i = skipWord(data, i, "false"); i < 0 {
+				return false
+			}
+		case 'n':
+			if i = skipWord(data, i, "null"); i < 0 {
+				return false
+			}
+		default:
+			if i = skipNumber(data, i); i < 0 {
+				return false
+			}
+		}
+		// After a value: the end of the one skipped, or a comma or the
+		// closing bracket of its container.
+		for {
+			if level == 0 {
+				sc.pos = i
+				sc.res.Depth = deepest
+				return true
+			}
+			for i < len(data) && isSpace(data[i]) {
+				i++
+			}
+			if i >= len(data) {
+				return false
+			}
+			object := objects[(level-1)/64]&(uint64(1)<<((level-1)%64)) != 0
+			c := data[i]
+			if c == ',' {
+				i++
+				if object {
+					if i = skipKey(data, i); i < 0 {
+						return false
+					}
+				}
+				break
+			}
+			if (object && c == '}') || (!object && c == ']') {
+				i++
+				level--
+				depth--
+				continue
+			}
+			return false
+		}
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+
+// skipKey passes over an object key at i, after space, and the colon
+// after it, returning the offset after the colon, or -1.
+func skipKey(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	if i >= len(data) || data[i] != '"' {
+		return -1
+	}
+	if i = skipString(data, i); i < 0 {
+		return -1
+	}
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	if i >= len(data) || data[i] != ':' {
+		return -1
+	}
+	return i + 1
+}
+
+// skipString passes over the valid string whose quote is at i, returning
+// the offset after its closing quote, or -1.
+func skipString(data []byte, i int) int {
+	i++
+	for i < len(data) {
+		c := data[i]
+		if !special[c] {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			i++
+			if i >= len(data) {
+				return -1
+			}
+			switch data[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if len(data)-i < 5 || !isHex(data[i+1]) || !isHex(data[i+2]) || !isHex(data[i+3]) || !isHex(data[i+4]) {
+					return -1
+				}
+				i += 5
+			default:
+				return -1
+			}
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+func skipWord(data []byte, i int, word string) int {
+	if len(data)-i < len(word) || string(data[i:i+len(word)]) != word {
+		return -1
+	}
+	return i + len(word)
+}
+
+// skipNumber passes over the valid number at i, returning the offset
+// after it, or -1.
+func skipNumber(data []byte, i int) int {
+	if i < len(data) && data[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(data):
+		return -1
+	case data[i] == '0':
+		i++
+	case '1' <= data[i] && data[i] <= '9':
+		for i < len(data) && isDigit(data[i]) {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < len(data) && data[i] == '.' {
+		i++
+		if i >= len(data) || !isDigit(data[i]) {
+			return -1
+		}
+		for i < len(data) && isDigit(data[i]) {
+			i++
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		if i >= len(data) || !isDigit(data[i]) {
+			return -1
+		}
+		for i < len(data) && isDigit(data[i]) {
+			i++
+		}
+	}
+	return i
+}

@@ -173,3 +173,73 @@ func TestScanStrings(t *testing.T) {
 		}
 	}
 }
+
+func TestSkipValue(t *testing.T) {
+	tests := []struct {
+		name, data string
+		pos, depth int
+		want       int
+		wantErr    string
+	}{
+		{name: "string", data: `{"a":"x\"y","b":1}`, pos: 5, depth: 1, want: 11},
+		{name: "space before", data: `{"a":  [1, {"b": null}] }`, pos: 5, depth: 1, want: 23},
+		{name: "number", data: `{"a":-1.5e3}`, pos: 5, depth: 1, want: 11},
+		{name: "literal", data: `[true]`, pos: 1, depth: 1, want: 5},
+		{name: "at the limit", data: `{"a":[[]]}`, pos: 5, depth: 1, want: 9},
+		{name: "past the limit", data: `{"a":[[[]]]}`, pos: 5, depth: 1, wantErr: "at offset 7: JSON nested too deep: more than 3 levels"},
+		{name: "depth counts", data: `{"a":[[]]}`, pos: 5, depth: 2, wantErr: "at offset 6: JSON nested too deep: more than 3 levels"},
+		{name: "malformed", data: `{"a":[1,]}`, pos: 5, depth: 1, wantErr: `invalid JSON at offset 8: invalid character ']' looking for the beginning of a value`},
+		{name: "bad escape", data: `{"a":"\x"}`, pos: 5, depth: 1, wantErr: `invalid JSON at offset 7: invalid escape \x in string`},
+		{name: "end", data: `{"a":`, pos: 5, depth: 1, wantErr: "invalid JSON at offset 5: unexpected end"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := jsonscan.SkipValue([]byte(tt.data), tt.pos, tt.depth, 3)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("SkipValue error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("SkipValue = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestMapBytes checks that MapBytes is what Scan charges for a map, its
+// entries' own bytes aside.
+func TestMapBytes(t *testing.T) {
+	typ := jsonscan.NewBuilder().TypeOf(reflect.TypeFor[map[string]string]())
+	for _, n := range []int{0, 1, 8, 9, 100} {
+		var b strings.Builder
+		b.WriteByte('{')
+		own := int64(0)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			k := strings.Repeat("k", i+1)
+			b.WriteString(`"` + k + `":"v"`)
+			own += int64(len(k)) + 3
+		}
+		b.WriteByte('}')
+		res, err := jsonscan.Scan([]byte(b.String()), typ, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := jsonscan.MapBytes(typ.Elem, n)+own+typ.Size, res.Bytes; got != want {
+			t.Errorf("%d entries: MapBytes gives %d in all, Scan charges %d", n, got, want)
+		}
+	}
+	if got, want := jsonscan.DepthLimit(0), jsonscan.MaxDepth; got != want {
+		t.Errorf("DepthLimit(0) = %d, want %d", got, want)
+	}
+	if got, want := jsonscan.DepthLimit(7), 7; got != want {
+		t.Errorf("DepthLimit(7) = %d, want %d", got, want)
+	}
+}
