@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -124,10 +125,11 @@ func binds(todo []work) int {
 // patchListed lists s's selector page by page and hands each listed
 // subject that todo binds to patch, with the listed object as the one its
 // first attempt patches. patch blocks while PatchConcurrency patches are in
-// flight, so at most about a page and PatchConcurrency objects are held at
-// once. It returns the work no page held (unbinds, subjects created or
+// flight, so at most about two pages and PatchConcurrency objects are held
+// at once. It returns the work no page held (unbinds, subjects created or
 // relabelled since the cache saw them, everything after a failed LIST),
-// which the caller reads one by one: a failed LIST loses nothing.
+// which the caller reads one by one: a failed LIST loses nothing. The next
+// page is read while the last one's subjects are patched (listPages).
 func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []work, patch func(work, *unstructured.Unstructured)) []work {
 	sel, err := s.ref.LabelSelector()
 	if err != nil {
@@ -139,13 +141,7 @@ func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []wor
 			pending[w.name] = true
 		}
 	}
-	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
-	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: listPageSize}
-	for len(pending) > 0 && ctx.Err() == nil {
-		page, err := client.List(ctx, opts)
-		if err != nil {
-			break // an expired continue token, or any failure: GETs finish the work
-		}
+	for page := range r.listPages(ctx, s, sel.String()) {
 		for i := range page.Items {
 			u := &page.Items[i]
 			if !pending[u.GetName()] {
@@ -154,7 +150,7 @@ func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []wor
 			delete(pending, u.GetName())
 			patch(work{name: u.GetName(), bind: true}, u)
 		}
-		if opts.Continue = page.GetContinue(); opts.Continue == "" {
+		if len(pending) == 0 {
 			break
 		}
 	}
@@ -165,6 +161,47 @@ func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []wor
 		}
 	}
 	return rest
+}
+
+// listPages lists s's selector page by page, one page ahead of the caller:
+// the next page is read while the caller patches the subjects of the last,
+// so the patches in flight do not run dry during a LIST's round trip. At
+// most two pages are held at once. The pages end at the last one, at the
+// first failure (an expired continue token, say: the caller reads what no
+// page held one by one), or when ctx ends; a caller that stops early
+// loses nothing and leaves no goroutine behind.
+func (r *BaseReconciler) listPages(ctx context.Context, s *subject, selector string) iter.Seq[*unstructured.UnstructuredList] {
+	return func(yield func(*unstructured.UnstructuredList) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		pages := make(chan *unstructured.UnstructuredList) // unbuffered: one page read ahead, no more
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() {
+			defer close(done)
+			defer close(pages)
+			client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
+			opts := metav1.ListOptions{LabelSelector: selector, Limit: listPageSize}
+			for ctx.Err() == nil {
+				page, err := client.List(ctx, opts)
+				if err != nil {
+					return
+				}
+				select {
+				case pages <- page:
+				case <-ctx.Done():
+					return
+				}
+				if opts.Continue = page.GetContinue(); opts.Continue == "" {
+					return
+				}
+			}
+		}()
+		for page := range pages {
+			if !yield(page) {
+				return
+			}
+		}
+	}
 }
 
 // classify turns the subjects' errors into what reconcileBinding reports:
