@@ -146,7 +146,8 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 // response. Each step that ends the request has written its HTTP answer
 // when answer returns.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start time.Time) answered {
-	st := &requestState{limits: &s.opts.ObjectLimits, names: s.opts.SettingNames, budget: s.budget}
+	actx := &admissionContext{state: requestState{limits: &s.opts.ObjectLimits, names: s.opts.SettingNames, budget: s.budget}}
+	st := &actx.state
 	defer st.release()
 
 	ctx := r.Context()
@@ -181,9 +182,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start
 		a.outcome = OutcomeErrored
 		return a
 	}
-	ctx = WithDryRun(withRequestState(ctx, st), a.dryRun)
+	// As WithDryRun(withRequestState(ctx, st), a.dryRun), in one allocation.
+	actx.Context, actx.dryRun = ctx, a.dryRun
 
-	resp, outcome := s.decide(ctx, w, r, rt, req)
+	resp, outcome := s.decide(actx, w, r, rt, req)
 	if resp == nil {
 		a.outcome = outcome
 		return a
@@ -293,9 +295,12 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if r.Method != http.MethodPost {
 		return nil, &reviewError{http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: AdmissionReviews are sent with POST", r.Method)}
 	}
-	ct := r.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		return nil, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q not supported: want application/json", ct)}
+	// The kube-apiserver's Content-Type is exactly application/json:
+	// parsing it (a map of its parameters) is for the others.
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return nil, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q not supported: want application/json", ct)}
+		}
 	}
 	limit := s.opts.MaxRequestBodyBytes
 	if r.ContentLength > limit {
@@ -313,7 +318,14 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	// cannot take a deadline (HTTP/2 without support), which leaves the
 	// server's.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readTimeout))
-	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit, st.reserve)
+	// A body of announced length within the limit is cut at that length
+	// by net/http already; only one of unknown length (chunked) needs the
+	// limit's reader.
+	var in io.Reader = r.Body
+	if r.ContentLength < 0 {
+		in = http.MaxBytesReader(w, r.Body, limit)
+	}
+	body, err := readBody(in, r.ContentLength, limit, st.reserve)
 	if err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
@@ -379,11 +391,14 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 	if err := reserve(2 * size); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 0, size)
-	var probe [1]byte
+	// Each buffer holds room bytes and one more, where the byte that
+	// tells a full buffer from a body that goes on is read: no probe
+	// allocated apart for every body.
+	room := size
+	buf := make([]byte, 0, room+1)
 	for {
-		if len(buf) < cap(buf) {
-			n, err := r.Read(buf[len(buf):cap(buf)])
+		if int64(len(buf)) < room {
+			n, err := r.Read(buf[len(buf):room])
 			buf = buf[:len(buf)+n]
 			if err == io.EOF {
 				return buf, nil
@@ -394,7 +409,7 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 			continue
 		}
 		// Full: grow only for a body that goes on.
-		n, err := r.Read(probe[:])
+		n, err := r.Read(buf[len(buf) : len(buf)+1])
 		if n == 0 {
 			if err == io.EOF {
 				return buf, nil
@@ -404,14 +419,14 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 			}
 			continue
 		}
-		grown := min(4*int64(max(cap(buf), 1)), max(end, int64(cap(buf))+1))
+		grown := min(4*max(room, 1), max(end, room+1))
 		// The outgrown buffer stays charged: it is garbage until collected.
-		if err := reserve(grown + (grown - int64(cap(buf)))); err != nil {
+		if err := reserve(grown + (grown - room)); err != nil {
 			return nil, err
 		}
-		next := make([]byte, len(buf), grown)
-		copy(next, buf)
-		buf = append(next, probe[0])
+		next := make([]byte, len(buf)+1, grown+1)
+		copy(next, buf[:len(buf)+1])
+		buf, room = next, grown
 		if err == io.EOF {
 			return buf, nil
 		}
