@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -470,8 +471,28 @@ func TestReadBodyChargesWhatArrived(t *testing.T) {
 	if charged > 2*firstBodyChunk {
 		t.Errorf("a stalled body of 10 bytes charged %d bytes, want at most %d", charged, 2*firstBodyChunk)
 	}
-	for _, size := range []int{0, 100, firstBodyChunk, firstBodyChunk + 1, 1 << 20, 7 << 20} {
+	// Readers that return a byte at a time, or the last bytes with EOF,
+	// reach the buffer's edges in every way.
+	readers := map[string]func(io.Reader) io.Reader{
+		"whole":    func(r io.Reader) io.Reader { return r },
+		"one byte": iotest.OneByteReader,
+		"data+EOF": iotest.DataErrReader,
+	}
+	for _, size := range []int{0, 1, 100, firstBodyChunk - 1, firstBodyChunk, firstBodyChunk + 1, 4*firstBodyChunk + 1, 1 << 20, 7 << 20} {
 		for _, announced := range []int64{int64(size), -1} {
+			for rname, reader := range readers {
+				if rname == "one byte" && size > 1<<20 {
+					continue // slow, and no edge the others do not reach
+				}
+				body := bytes.Repeat([]byte("x"), size)
+				for i := range body {
+					body[i] = byte(i)
+				}
+				got, err := readBody(reader(bytes.NewReader(body)), announced, 7<<20, func(int64) error { return nil })
+				if err != nil || !bytes.Equal(got, body) {
+					t.Fatalf("readBody(%d bytes, announced %d, %s reader) = %d bytes, %v", size, announced, rname, len(got), err)
+				}
+			}
 			charged = 0
 			body := bytes.Repeat([]byte("x"), size)
 			got, err := readBody(bytes.NewReader(body), announced, 7<<20, reserve)
