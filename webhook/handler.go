@@ -250,15 +250,37 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rt *route, revi
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType = &pt
 	}
-	body, err := encodeReview(review.TypeMeta, resp)
+	buf := s.answers.Get().(*[]byte)
+	defer s.putAnswerBuffer(buf)
+	body, err := encodeReview((*buf)[:0], review.TypeMeta, resp)
 	if err != nil {
 		s.logger.Error("encode AdmissionReview", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)), zap.Error(err))
 		http.Error(w, fmt.Sprintf("encode AdmissionReview response: %v", err), http.StatusInternalServerError)
 		return OutcomeErrored, 0, false
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(body)
+	w.Write(body) // copies body: an io.Writer must not keep it
+	if cap(body) > cap(*buf) {
+		*buf = body // grown for a patch: pooled if not too large
+	}
 	return outcomeOf(resp, st.untouched.Load()), len(resp.Patch), true
+}
+
+// Buffers of encoded answers are pooled (Server.answers) up to
+// maxPooledAnswer: an answer without a patch takes about 150 bytes, one
+// with a patch of a few containers a few KiB, and a rare large patch's
+// buffer is left to the collector rather than held by the pool.
+const (
+	firstAnswerBuffer = 512
+	maxPooledAnswer   = 16 << 10
+)
+
+func (s *Server) putAnswerBuffer(buf *[]byte) {
+	if cap(*buf) > maxPooledAnswer {
+		return
+	}
+	*buf = (*buf)[:0]
+	s.answers.Put(buf)
 }
 
 // logAdmission logs an answered admission at debug level.

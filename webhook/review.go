@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -252,11 +253,12 @@ func (d *reviewDecoder) strings(dst *[]string) bool {
 	// through one, two and four.
 	list := make([]string, 0, 4)
 	for {
-		var s string
-		if !d.str(&s) {
+		// Decoded in place: a string variable here would escape to the
+		// heap, through kjson, once for each element.
+		list = append(list, "")
+		if !d.str(&list[len(list)-1]) {
 			return false
 		}
-		list = append(list, s)
 		switch d.peek() {
 		case ',':
 			d.pos++
@@ -538,17 +540,18 @@ func (d *reviewDecoder) literal(word string) bool {
 	return true
 }
 
-// encodeReview returns json.Marshal of the AdmissionReview answering with
-// resp, byte for byte, for the answers controllers give (no status,
-// audit annotations or warnings, and strings that encoding/json writes as
-// they are); others are left to json.Marshal.
-func encodeReview(tm metav1.TypeMeta, resp *admissionv1.AdmissionResponse) ([]byte, error) {
+// encodeReview appends to dst json.Marshal of the AdmissionReview
+// answering with resp, byte for byte, for the answers controllers give (no
+// status, audit annotations or warnings, and strings that encoding/json
+// writes as they are), and returns the extended buffer; others are left
+// to json.Marshal, whose result it returns without touching dst.
+func encodeReview(dst []byte, tm metav1.TypeMeta, resp *admissionv1.AdmissionResponse) ([]byte, error) {
 	if resp.Result != nil || len(resp.AuditAnnotations) > 0 || len(resp.Warnings) > 0 ||
 		!plainJSON(tm.Kind) || !plainJSON(tm.APIVersion) || !plainJSON(string(resp.UID)) ||
 		(resp.PatchType != nil && !plainJSON(string(*resp.PatchType))) {
 		return json.Marshal(&admissionv1.AdmissionReview{TypeMeta: tm, Response: resp})
 	}
-	b := make([]byte, 0, 128+len(tm.Kind)+len(tm.APIVersion)+len(resp.UID)+base64.StdEncoding.EncodedLen(len(resp.Patch)))
+	b := slices.Grow(dst, 128+len(tm.Kind)+len(tm.APIVersion)+len(resp.UID)+base64.StdEncoding.EncodedLen(len(resp.Patch)))
 	b = append(b, '{')
 	// TypeMeta's fields are omitempty.
 	if tm.Kind != "" {

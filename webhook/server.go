@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,8 @@ type Server struct {
 	budget    *memoryBudget
 	inFlight  atomic.Int64
 	draining  atomic.Bool
+	// answers pools the buffers answers are encoded into (*[]byte).
+	answers sync.Pool
 }
 
 // New returns a Server that routes each controller by its Path and serves
@@ -65,6 +68,10 @@ func New(opts Options, secrets SecretGetter, controllers ...Admitter) (*Server, 
 			logger:  opts.Logger,
 		},
 		budget: &memoryBudget{limit: opts.MaxInFlightMemory, setting: opts.SettingName("MaxInFlightMemory")},
+	}
+	s.answers.New = func() any {
+		b := make([]byte, 0, firstAnswerBuffer)
+		return &b
 	}
 	if opts.ClientCAFile != "" {
 		if s.clientCAs, err = loadClientCAs(opts.ClientCAFile, opts.Logger); err != nil {
