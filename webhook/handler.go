@@ -146,17 +146,15 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 // response. Each step that ends the request has written its HTTP answer
 // when answer returns.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start time.Time) answered {
-	actx := &admissionContext{state: requestState{limits: &s.opts.ObjectLimits, names: s.opts.SettingNames, budget: s.budget}}
-	st := &actx.state
+	timeout, hasTimeout := timeoutParam(r.URL)
+	// The controller's context, as context.WithTimeout(r.Context(),
+	// timeout) with the request's state and dry-run mark, in one
+	// allocation and without a timer unless the controller waits on it.
+	ctx := s.newAdmissionContext(r.Context(), start.Add(timeout), hasTimeout)
+	defer ctx.stop()
+	st := &ctx.state
 	defer st.release()
 
-	ctx := r.Context()
-	timeout, hasTimeout := timeoutParam(r.URL)
-	if hasTimeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	review, rerr := s.decode(w, r, st, timeout)
 	if rerr != nil {
 		s.refuse(w, r, rerr)
@@ -182,10 +180,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start
 		a.outcome = OutcomeErrored
 		return a
 	}
-	// As WithDryRun(withRequestState(ctx, st), a.dryRun), in one allocation.
-	actx.Context, actx.dryRun = ctx, a.dryRun
+	ctx.dryRun = a.dryRun
 
-	resp, outcome := s.decide(actx, w, r, rt, req)
+	resp, outcome := s.decide(ctx, w, r, rt, req)
 	if resp == nil {
 		a.outcome = outcome
 		return a

@@ -126,27 +126,6 @@ func stateFrom(ctx context.Context) *requestState {
 	return st
 }
 
-// admissionContext is the context the server hands a controller: the
-// request's context with its requestState and dry-run mark, in one
-// allocation with the state rather than a context.WithValue for each. It
-// answers Value as withRequestState and WithDryRun over the same parent
-// would; everything else is the parent's.
-type admissionContext struct {
-	context.Context
-	state  requestState
-	dryRun bool
-}
-
-func (c *admissionContext) Value(key any) any {
-	switch key.(type) {
-	case requestStateKey:
-		return &c.state
-	case dryRunKey:
-		return c.dryRun
-	}
-	return c.Context.Value(key)
-}
-
 // ObjectLimitsFrom returns the ObjectLimits of the server handling the
 // request behind ctx, or DefaultObjectLimits outside a server (a test
 // calling a controller directly, say).
