@@ -146,17 +146,20 @@ func (s *Server) serveAdmission(w http.ResponseWriter, r *http.Request, rt *rout
 // response. Each step that ends the request has written its HTTP answer
 // when answer returns.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start time.Time) answered {
-	st := &requestState{limits: &s.opts.ObjectLimits, names: s.opts.SettingNames, budget: s.budget}
-	defer st.release()
-
-	ctx := r.Context()
 	timeout, hasTimeout := timeoutParam(r.URL)
-	if hasTimeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	review, rerr := s.decode(w, r, st, timeout)
+	// The controller's context, as context.WithTimeout(r.Context(),
+	// timeout) with the request's state and dry-run mark, in one
+	// allocation and without a timer unless the controller waits on it.
+	ctx := s.newAdmissionContext(r.Context(), start.Add(timeout), hasTimeout)
+	defer ctx.stop()
+	st := &ctx.state
+	defer st.release()
+	// The body's buffer is the server's again once the request is
+	// answered (Admitter.Admit): the raw objects are slices of it.
+	body := s.bodies.Get().(*[]byte)
+	defer s.putBody(body)
+
+	review, rerr := s.decode(w, r, st, timeout, body)
 	if rerr != nil {
 		s.refuse(w, r, rerr)
 		return answered{outcome: outcomeOfCode(rerr.code, OutcomeInvalid)}
@@ -181,7 +184,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start
 		a.outcome = OutcomeErrored
 		return a
 	}
-	ctx = WithDryRun(withRequestState(ctx, st), a.dryRun)
+	ctx.dryRun = a.dryRun
 
 	resp, outcome := s.decide(ctx, w, r, rt, req)
 	if resp == nil {
@@ -248,15 +251,53 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rt *route, revi
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType = &pt
 	}
-	body, err := encodeReview(review.TypeMeta, resp)
+	buf := s.answers.Get().(*[]byte)
+	defer s.putAnswerBuffer(buf)
+	body, err := encodeReview((*buf)[:0], review.TypeMeta, resp)
 	if err != nil {
 		s.logger.Error("encode AdmissionReview", zap.String("path", rt.ctrl.Path()), zap.String("uid", string(req.UID)), zap.Error(err))
 		http.Error(w, fmt.Sprintf("encode AdmissionReview response: %v", err), http.StatusInternalServerError)
 		return OutcomeErrored, 0, false
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(body)
+	w.Write(body) // copies body: an io.Writer must not keep it
+	if cap(body) > cap(*buf) {
+		*buf = body // grown for a patch: pooled if not too large
+	}
 	return outcomeOf(resp, st.untouched.Load()), len(resp.Patch), true
+}
+
+// Request bodies' buffers are pooled (Server.bodies) up to maxPooledBody:
+// the object of a workload is a few KiB, and the buffer of a rare large
+// one is left to the collector rather than held by the pool.
+const (
+	firstPooledBody = firstBodyChunk + 1
+	maxPooledBody   = 64 << 10
+)
+
+func (s *Server) putBody(buf *[]byte) {
+	if cap(*buf) > maxPooledBody {
+		return
+	}
+	*buf = (*buf)[:0]
+	s.bodies.Put(buf)
+}
+
+// Buffers of encoded answers are pooled (Server.answers) up to
+// maxPooledAnswer: an answer without a patch takes about 150 bytes, one
+// with a patch of a few containers a few KiB, and a rare large patch's
+// buffer is left to the collector rather than held by the pool.
+const (
+	firstAnswerBuffer = 512
+	maxPooledAnswer   = 16 << 10
+)
+
+func (s *Server) putAnswerBuffer(buf *[]byte) {
+	if cap(*buf) > maxPooledAnswer {
+		return
+	}
+	*buf = (*buf)[:0]
+	s.answers.Put(buf)
 }
 
 // logAdmission logs an answered admission at debug level.
@@ -288,14 +329,18 @@ func (s *Server) overloaded(w http.ResponseWriter, r *http.Request, msg string) 
 
 // decode reads and checks the AdmissionReview of r, after charging st for
 // its body. timeout, the request's ?timeout= when positive, shortens the
-// body's read deadline.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState, timeout time.Duration) (*admissionv1.AdmissionReview, *reviewError) {
+// body's read deadline. The body is read into *buf, a pooled buffer; a
+// larger one, when the body outgrew it, replaces it.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState, timeout time.Duration, buf *[]byte) (*admissionv1.AdmissionReview, *reviewError) {
 	if r.Method != http.MethodPost {
 		return nil, &reviewError{http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: AdmissionReviews are sent with POST", r.Method)}
 	}
-	ct := r.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		return nil, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q not supported: want application/json", ct)}
+	// The kube-apiserver's Content-Type is exactly application/json:
+	// parsing it (a map of its parameters) is for the others.
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return nil, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q not supported: want application/json", ct)}
+		}
 	}
 	limit := s.opts.MaxRequestBodyBytes
 	if r.ContentLength > limit {
@@ -313,7 +358,17 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	// cannot take a deadline (HTTP/2 without support), which leaves the
 	// server's.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readTimeout))
-	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit, st.reserve)
+	// A body of announced length within the limit is cut at that length
+	// by net/http already; only one of unknown length (chunked) needs the
+	// limit's reader.
+	var in io.Reader = r.Body
+	if r.ContentLength < 0 {
+		in = http.MaxBytesReader(w, r.Body, limit)
+	}
+	body, err := readBody(in, r.ContentLength, limit, st.reserve, *buf)
+	if cap(body) > cap(*buf) {
+		*buf = body[:0]
+	}
 	if err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
@@ -369,8 +424,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 // is allocated: the buffer and, for the review decoded from it later, as
 // much again. The buffer starts small and grows fourfold, up to the
 // announced length (contentLength, -1 when unknown) or just past limit, so
-// what is charged follows what arrived.
-func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error) ([]byte, error) {
+// what is charged follows what arrived. Buffers are taken from spare
+// (its contents ignored) while it has room for them: each is charged as
+// if allocated all the same, so a body is charged the same whatever the
+// spare buffer.
+func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error, spare []byte) ([]byte, error) {
 	end := limit + 1 // one byte more, so MaxBytesReader reports a body too long
 	if contentLength >= 0 {
 		end = contentLength
@@ -379,11 +437,17 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 	if err := reserve(2 * size); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 0, size)
-	var probe [1]byte
+	// Each buffer holds room bytes and one more, where the byte that
+	// tells a full buffer from a body that goes on is read: no probe
+	// allocated apart for every body.
+	room := size
+	buf := spare[:0]
+	if int64(cap(buf)) < room+1 {
+		buf = make([]byte, 0, room+1)
+	}
 	for {
-		if len(buf) < cap(buf) {
-			n, err := r.Read(buf[len(buf):cap(buf)])
+		if int64(len(buf)) < room {
+			n, err := r.Read(buf[len(buf):room])
 			buf = buf[:len(buf)+n]
 			if err == io.EOF {
 				return buf, nil
@@ -394,7 +458,7 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 			continue
 		}
 		// Full: grow only for a body that goes on.
-		n, err := r.Read(probe[:])
+		n, err := r.Read(buf[len(buf) : len(buf)+1])
 		if n == 0 {
 			if err == io.EOF {
 				return buf, nil
@@ -404,14 +468,19 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 			}
 			continue
 		}
-		grown := min(4*int64(max(cap(buf), 1)), max(end, int64(cap(buf))+1))
+		grown := min(4*max(room, 1), max(end, room+1))
 		// The outgrown buffer stays charged: it is garbage until collected.
-		if err := reserve(grown + (grown - int64(cap(buf)))); err != nil {
+		if err := reserve(grown + (grown - room)); err != nil {
 			return nil, err
 		}
-		next := make([]byte, len(buf), grown)
-		copy(next, buf)
-		buf = append(next, probe[0])
+		if int64(cap(buf)) >= grown+1 {
+			buf = buf[:len(buf)+1]
+		} else {
+			next := make([]byte, len(buf)+1, grown+1)
+			copy(next, buf[:len(buf)+1])
+			buf = next
+		}
+		room = grown
 		if err == io.EOF {
 			return buf, nil
 		}

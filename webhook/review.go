@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -48,7 +49,14 @@ func decodeReview(body, object []byte) (*admissionv1.AdmissionReview, error) {
 // as decodeReview's.
 func fastReview(body, object []byte) (*admissionv1.AdmissionReview, bool) {
 	d := reviewDecoder{data: body, known: object}
-	review := new(admissionv1.AdmissionReview)
+	d.shareStrings()
+	// The review and its request in one allocation: a review decoded here
+	// has a request nearly always.
+	both := new(struct {
+		review  admissionv1.AdmissionReview
+		request admissionv1.AdmissionRequest
+	})
+	review := &both.review
 	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "apiVersion":
@@ -61,7 +69,7 @@ func fastReview(body, object []byte) (*admissionv1.AdmissionReview, bool) {
 				return true
 			}
 			if review.Request == nil {
-				review.Request = new(admissionv1.AdmissionRequest)
+				review.Request = &both.request
 			}
 			return d.request(review.Request)
 		case "response":
@@ -90,6 +98,32 @@ type reviewDecoder struct {
 	data  []byte
 	pos   int
 	known []byte // a value of data already scanned: skip steps over it
+	// shared is data[:len(shared)] as one string: the plain strings within
+	// it are taken as substrings of it, not allocated one by one.
+	shared string
+}
+
+// maxSharedStrings bounds the part of a review whose strings share one
+// allocation: the envelope and the request's small fields, which come
+// before request.object as the kube-apiserver writes a review, fit in it
+// many times over, and a review whose object comes after some other large
+// value does not keep a large copy alive for a few short strings.
+const maxSharedStrings = 4 << 10
+
+// shareStrings copies the part of data before the scanned object (known),
+// up to maxSharedStrings, into one string for str to take substrings of:
+// one allocation for the dozen short strings of a request instead of one
+// each. Without a known object, or with a larger prefix, every string is
+// its own.
+func (d *reviewDecoder) shareStrings() {
+	if len(d.known) == 0 {
+		return
+	}
+	end := cap(d.data) - cap(d.known) // where known starts in data
+	if end <= 0 || end > len(d.data) || end > maxSharedStrings {
+		return
+	}
+	d.shared = string(d.data[:end])
 }
 
 func (d *reviewDecoder) request(req *admissionv1.AdmissionRequest) bool {
@@ -210,18 +244,21 @@ func (d *reviewDecoder) strings(dst *[]string) bool {
 		return false
 	}
 	d.pos++
-	list := []string{}
 	if d.peek() == ']' {
 		d.pos++
-		*dst = list
+		*dst = []string{}
 		return true
 	}
+	// Room for the groups of most users at once, rather than growing
+	// through one, two and four.
+	list := make([]string, 0, 4)
 	for {
-		var s string
-		if !d.str(&s) {
+		// Decoded in place: a string variable here would escape to the
+		// heap, through kjson, once for each element.
+		list = append(list, "")
+		if !d.str(&list[len(list)-1]) {
 			return false
 		}
-		list = append(list, s)
 		switch d.peek() {
 		case ',':
 			d.pos++
@@ -332,7 +369,11 @@ func (d *reviewDecoder) str(dst *string) bool {
 		if i >= len(d.data) {
 			return false
 		}
-		*dst = string(d.data[start+1 : i])
+		if i <= len(d.shared) {
+			*dst = d.shared[start+1 : i]
+		} else {
+			*dst = string(d.data[start+1 : i])
+		}
 		d.pos = i + 1
 		return true
 	}
@@ -499,17 +540,18 @@ func (d *reviewDecoder) literal(word string) bool {
 	return true
 }
 
-// encodeReview returns json.Marshal of the AdmissionReview answering with
-// resp, byte for byte, for the answers controllers give (no status,
-// audit annotations or warnings, and strings that encoding/json writes as
-// they are); others are left to json.Marshal.
-func encodeReview(tm metav1.TypeMeta, resp *admissionv1.AdmissionResponse) ([]byte, error) {
+// encodeReview appends to dst json.Marshal of the AdmissionReview
+// answering with resp, byte for byte, for the answers controllers give (no
+// status, audit annotations or warnings, and strings that encoding/json
+// writes as they are), and returns the extended buffer; others are left
+// to json.Marshal, whose result it returns without touching dst.
+func encodeReview(dst []byte, tm metav1.TypeMeta, resp *admissionv1.AdmissionResponse) ([]byte, error) {
 	if resp.Result != nil || len(resp.AuditAnnotations) > 0 || len(resp.Warnings) > 0 ||
 		!plainJSON(tm.Kind) || !plainJSON(tm.APIVersion) || !plainJSON(string(resp.UID)) ||
 		(resp.PatchType != nil && !plainJSON(string(*resp.PatchType))) {
 		return json.Marshal(&admissionv1.AdmissionReview{TypeMeta: tm, Response: resp})
 	}
-	b := make([]byte, 0, 128+len(tm.Kind)+len(tm.APIVersion)+len(resp.UID)+base64.StdEncoding.EncodedLen(len(resp.Patch)))
+	b := slices.Grow(dst, 128+len(tm.Kind)+len(tm.APIVersion)+len(resp.UID)+base64.StdEncoding.EncodedLen(len(resp.Patch)))
 	b = append(b, '{')
 	// TypeMeta's fields are omitempty.
 	if tm.Kind != "" {

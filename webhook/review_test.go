@@ -186,7 +186,7 @@ func checkEncodeReview(t *testing.T, tm metav1.TypeMeta, resp *admissionv1.Admis
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := encodeReview(tm, resp)
+	got, err := encodeReview(nil, tm, resp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,9 @@ type Server struct {
 	budget    *memoryBudget
 	inFlight  atomic.Int64
 	draining  atomic.Bool
+	// answers pools the buffers answers are encoded into, bodies those
+	// request bodies are read into (*[]byte).
+	answers, bodies sync.Pool
 }
 
 // New returns a Server that routes each controller by its Path and serves
@@ -65,6 +69,14 @@ func New(opts Options, secrets SecretGetter, controllers ...Admitter) (*Server, 
 			logger:  opts.Logger,
 		},
 		budget: &memoryBudget{limit: opts.MaxInFlightMemory, setting: opts.SettingName("MaxInFlightMemory")},
+	}
+	s.answers.New = func() any {
+		b := make([]byte, 0, firstAnswerBuffer)
+		return &b
+	}
+	s.bodies.New = func() any {
+		b := make([]byte, 0, firstPooledBody)
+		return &b
 	}
 	if opts.ClientCAFile != "" {
 		if s.clientCAs, err = loadClientCAs(opts.ClientCAFile, opts.Logger); err != nil {
