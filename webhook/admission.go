@@ -21,11 +21,6 @@ type Admitter interface {
 	// UID and encoding; Admit returns only the decision, usually built with
 	// Allowed, Denied, Errored or PatchResponse. ctx carries the request's
 	// deadline and IsDryRun. A nil response is answered with 500.
-	//
-	// req is the server's: once Admit returns, the bytes of its raw
-	// objects (Object.Raw, OldObject.Raw, Options.Raw) are reused for
-	// later requests. A controller that keeps any of them past its return
-	// (in a goroutine it starts, say) keeps a copy (bytes.Clone).
 	Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
 }
 

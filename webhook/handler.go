@@ -154,12 +154,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start
 	defer ctx.stop()
 	st := &ctx.state
 	defer st.release()
-	// The body's buffer is the server's again once the request is
-	// answered (Admitter.Admit): the raw objects are slices of it.
-	body := s.bodies.Get().(*[]byte)
-	defer s.putBody(body)
 
-	review, rerr := s.decode(w, r, st, timeout, body)
+	review, rerr := s.decode(w, r, st, timeout)
 	if rerr != nil {
 		s.refuse(w, r, rerr)
 		return answered{outcome: outcomeOfCode(rerr.code, OutcomeInvalid)}
@@ -267,22 +263,6 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rt *route, revi
 	return outcomeOf(resp, st.untouched.Load()), len(resp.Patch), true
 }
 
-// Request bodies' buffers are pooled (Server.bodies) up to maxPooledBody:
-// the object of a workload is a few KiB, and the buffer of a rare large
-// one is left to the collector rather than held by the pool.
-const (
-	firstPooledBody = firstBodyChunk + 1
-	maxPooledBody   = 64 << 10
-)
-
-func (s *Server) putBody(buf *[]byte) {
-	if cap(*buf) > maxPooledBody {
-		return
-	}
-	*buf = (*buf)[:0]
-	s.bodies.Put(buf)
-}
-
 // Buffers of encoded answers are pooled (Server.answers) up to
 // maxPooledAnswer: an answer without a patch takes about 150 bytes, one
 // with a patch of a few containers a few KiB, and a rare large patch's
@@ -329,9 +309,8 @@ func (s *Server) overloaded(w http.ResponseWriter, r *http.Request, msg string) 
 
 // decode reads and checks the AdmissionReview of r, after charging st for
 // its body. timeout, the request's ?timeout= when positive, shortens the
-// body's read deadline. The body is read into *buf, a pooled buffer; a
-// larger one, when the body outgrew it, replaces it.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState, timeout time.Duration, buf *[]byte) (*admissionv1.AdmissionReview, *reviewError) {
+// body's read deadline.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState, timeout time.Duration) (*admissionv1.AdmissionReview, *reviewError) {
 	if r.Method != http.MethodPost {
 		return nil, &reviewError{http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: AdmissionReviews are sent with POST", r.Method)}
 	}
@@ -365,10 +344,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if r.ContentLength < 0 {
 		in = http.MaxBytesReader(w, r.Body, limit)
 	}
-	body, err := readBody(in, r.ContentLength, limit, st.reserve, *buf)
-	if cap(body) > cap(*buf) {
-		*buf = body[:0]
-	}
+	body, err := readBody(in, r.ContentLength, limit, st.reserve)
 	if err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
@@ -424,11 +400,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 // is allocated: the buffer and, for the review decoded from it later, as
 // much again. The buffer starts small and grows fourfold, up to the
 // announced length (contentLength, -1 when unknown) or just past limit, so
-// what is charged follows what arrived. Buffers are taken from spare
-// (its contents ignored) while it has room for them: each is charged as
-// if allocated all the same, so a body is charged the same whatever the
-// spare buffer.
-func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error, spare []byte) ([]byte, error) {
+// what is charged follows what arrived.
+func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error) ([]byte, error) {
 	end := limit + 1 // one byte more, so MaxBytesReader reports a body too long
 	if contentLength >= 0 {
 		end = contentLength
@@ -441,10 +414,7 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 	// tells a full buffer from a body that goes on is read: no probe
 	// allocated apart for every body.
 	room := size
-	buf := spare[:0]
-	if int64(cap(buf)) < room+1 {
-		buf = make([]byte, 0, room+1)
-	}
+	buf := make([]byte, 0, room+1)
 	for {
 		if int64(len(buf)) < room {
 			n, err := r.Read(buf[len(buf):room])
@@ -473,14 +443,9 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 		if err := reserve(grown + (grown - room)); err != nil {
 			return nil, err
 		}
-		if int64(cap(buf)) >= grown+1 {
-			buf = buf[:len(buf)+1]
-		} else {
-			next := make([]byte, len(buf)+1, grown+1)
-			copy(next, buf[:len(buf)+1])
-			buf = next
-		}
-		room = grown
+		next := make([]byte, len(buf)+1, grown+1)
+		copy(next, buf[:len(buf)+1])
+		buf, room = next, grown
 		if err == io.EOF {
 			return buf, nil
 		}

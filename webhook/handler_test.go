@@ -1,16 +1,13 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +19,6 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bindkit/bindkit/certificates"
 )
@@ -332,47 +328,4 @@ func TestCertificateOptionsMatchServer(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CertificateOptions (-want +got):\n%s", diff)
 	}
-}
-
-// TestBodyBuffersReused checks that requests whose bodies share pooled
-// buffers each see their own object and answer their own uid, bodies of
-// every size in turn (larger and smaller than the buffer before), with and
-// without an announced length, from several clients at once.
-func TestBodyBuffersReused(t *testing.T) {
-	s := newTestServer(t, Options{}, &funcController{path: "/echo", admit: func(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-		// The object's JSON, whole, is the controller's answer: a patch
-		// that must be exactly the request's object.
-		return &admissionv1.AdmissionResponse{Allowed: true, Patch: bytes.Clone(req.Object.Raw)}
-	}})
-	var wg sync.WaitGroup
-	for c := range 4 {
-		wg.Go(func() {
-			for i := range 40 {
-				pad := strings.Repeat("x", (i*7919+c*104729)%(96<<10))
-				object := []byte(fmt.Sprintf(`{"kind":"ConfigMap","data":{"k":%q,"n":"%d-%d"}}`, pad, c, i))
-				uid := types.UID(fmt.Sprintf("uid-%d-%d", c, i))
-				body := reviewJSON(t, admissionV1, uid, object, false)
-				var rd io.Reader = bytes.NewReader(body)
-				if i%2 == 1 {
-					rd = io.MultiReader(rd) // no length: read as chunked
-				}
-				r := httptest.NewRequest(http.MethodPost, "/echo", rd)
-				if i%2 == 1 {
-					r.ContentLength = -1
-				}
-				r.Header.Set("Content-Type", "application/json")
-				w := httptest.NewRecorder()
-				s.ServeHTTP(w, r)
-				var got admissionv1.AdmissionReview
-				if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.Response == nil {
-					t.Errorf("client %d request %d: %d %s: %v", c, i, w.Code, w.Body.String(), err)
-					return
-				}
-				if got.Response.UID != uid || !bytes.Equal(got.Response.Patch, object) {
-					t.Errorf("client %d request %d: answered uid %s with %d bytes, want %s and its own object of %d", c, i, got.Response.UID, len(got.Response.Patch), uid, len(object))
-				}
-			}
-		})
-	}
-	wg.Wait()
 }

@@ -38,9 +38,8 @@ type Server struct {
 	budget    *memoryBudget
 	inFlight  atomic.Int64
 	draining  atomic.Bool
-	// answers pools the buffers answers are encoded into, bodies those
-	// request bodies are read into (*[]byte).
-	answers, bodies sync.Pool
+	// answers pools the buffers answers are encoded into (*[]byte).
+	answers sync.Pool
 }
 
 // New returns a Server that routes each controller by its Path and serves
@@ -72,10 +71,6 @@ func New(opts Options, secrets SecretGetter, controllers ...Admitter) (*Server, 
 	}
 	s.answers.New = func() any {
 		b := make([]byte, 0, firstAnswerBuffer)
-		return &b
-	}
-	s.bodies.New = func() any {
-		b := make([]byte, 0, firstPooledBody)
 		return &b
 	}
 	if opts.ClientCAFile != "" {
