@@ -104,8 +104,9 @@ type RolloutStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Changing []ChangingSubject `json:"changing,omitempty"`
-	// Halted names the subjects whose rollout failed; while it is set for
-	// Generation, no further subject is patched. A new generation (a fixed
+	// Halted names the subjects halted: when one failed, every subject
+	// still changing to Generation (rolled back when the policy says so);
+	// while it is set for Generation, no further subject is patched. A new generation (a fixed
 	// Binding) resumes the rollout.
 	// +optional
 	Halted []string `json:"halted,omitempty"`

@@ -203,29 +203,40 @@ type generations struct {
 type seenGeneration struct {
 	generation int64
 	at         time.Time
-	// changing are the subjects this process patched under the policy
-	// and has not seen roll out, with when: the status the next
-	// reconcile reads from the cache may not show them yet.
-	changing []duck.ChangingSubject
+	// rollout is the rollout this process last computed for the Binding:
+	// the status the next reconcile reads from the cache may not show it
+	// yet, and a stale one would bring back subjects rolled back since,
+	// or forget a halt.
+	rollout *duck.RolloutStatus
 }
 
-// changingOf returns the subjects of b this process patched and has not
-// seen roll out.
-func (g *generations) changingOf(b Bindable) []duck.ChangingSubject {
+// rolloutOf returns the rollout of b this process last computed, nil if
+// none.
+func (g *generations) rolloutOf(b Bindable) *duck.RolloutStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return slices.Clone(g.seen[b.GetUID()].changing)
+	return copyRollout(g.seen[b.GetUID()].rollout)
 }
 
-// setChanging records the subjects of b still changing.
-func (g *generations) setChanging(b Bindable, changing []duck.ChangingSubject) {
+// copyRollout copies ro, nil for nil.
+func copyRollout(ro *duck.RolloutStatus) *duck.RolloutStatus {
+	if ro == nil {
+		return nil
+	}
+	c := *ro
+	c.Changing, c.Halted = slices.Clone(ro.Changing), slices.Clone(ro.Halted)
+	return &c
+}
+
+// setRollout records the rollout of b this process computed.
+func (g *generations) setRollout(b Bindable, ro *duck.RolloutStatus) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.seen == nil {
 		g.seen = map[types.UID]seenGeneration{}
 	}
 	s := g.seen[b.GetUID()]
-	s.changing = slices.Clone(changing)
+	s.rollout = copyRollout(ro)
 	g.seen[b.GetUID()] = s
 }
 
@@ -255,7 +266,7 @@ func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time) t
 	}
 	s, ok := g.seen[b.GetUID()]
 	if !ok || s.generation != b.GetGeneration() {
-		s = seenGeneration{generation: b.GetGeneration(), at: now, changing: s.changing}
+		s = seenGeneration{generation: b.GetGeneration(), at: now, rollout: s.rollout}
 		if !ok && b.GetGeneration() == 1 {
 			// A new Binding has had no edit to wait for.
 			s.at = now.Add(-quiet)
@@ -279,18 +290,21 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 	}
 	now := time.Now()
 	prev := rec.GetRollout()
+	if mine := r.generations.rolloutOf(b); mine != nil {
+		// This process's last word is newer than the cached status.
+		prev = mine
+	}
 	ro := &duck.RolloutStatus{Generation: b.GetGeneration()}
 	if prev != nil && prev.Generation == b.GetGeneration() {
 		ro.Wave, ro.Halted = prev.Wave, slices.Clone(prev.Halted)
 	}
 	var changing []duck.ChangingSubject
 	if prev != nil {
-		changing = prev.Changing
+		changing = mergeChanging(prev.Changing)
 	}
-	changing = mergeChanging(changing, r.generations.changingOf(b))
 	defer func() {
 		rec.SetRollout(ro)
-		r.generations.setChanging(b, ro.Changing)
+		r.generations.setRollout(b, ro)
 	}()
 
 	// The subjects still changing, and those that failed.
@@ -320,10 +334,25 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 	ro.Changing = still
 	ro.Updated = max(0, inForce-len(still))
 	if len(failed) > 0 && len(ro.Halted) == 0 {
-		ro.Halted = slices.Sorted(mapsKeys(failed))
+		// The rollout halts as a whole: every subject still changing to
+		// this generation is halted (and rolled back) with the ones that
+		// failed, not only those whose failure showed first. Their
+		// Deployments report ProgressDeadlineExceeded one at a time, and
+		// the first report reconciles the Binding.
+		for _, c := range still {
+			if c.Generation == b.GetGeneration() {
+				ro.Halted = append(ro.Halted, c.Name)
+			}
+		}
+		slices.Sort(ro.Halted)
+		ro.Halted = slices.Compact(ro.Halted)
 		var why []string
 		for _, name := range ro.Halted {
-			why = append(why, name+": "+failed[name])
+			reason, ok := failed[name]
+			if !ok {
+				reason = "halted with its wave"
+			}
+			why = append(why, name+": "+reason)
 		}
 		msg := fmt.Sprintf("rollout of generation %d halted at wave %d: %s", b.GetGeneration(), ro.Wave, strings.Join(why, "; "))
 		if policy.Rollback {
@@ -359,7 +388,7 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 				}
 			}
 		}
-		return nil, &rollingOut{reason: ReasonRolloutHalted, message: haltedMessage(b)}
+		return nil, &rollingOut{reason: ReasonRolloutHalted, message: haltedMessage(b, ro)}
 	}
 	if wait := r.generations.quietFor(b, policy.Quiet, now); wait > 0 && len(todo) > 0 {
 		return nil, &rollingOut{reason: ReasonRollingOut, retry: wait,
@@ -422,11 +451,12 @@ func countIn(todo []work, names []string, limit int) int {
 }
 
 // haltedMessage is the message of a halted rollout, as recorded.
-func haltedMessage(b Bindable) string {
+func haltedMessage(b Bindable, ro *duck.RolloutStatus) string {
 	if c := lastReady(b); c != nil && c.Reason == ReasonRolloutHalted {
 		return c.Message
 	}
-	return fmt.Sprintf("rollout of generation %d halted", b.GetGeneration())
+	// The cached Binding does not show the halt's condition yet.
+	return fmt.Sprintf("rollout of generation %d halted at wave %d: %s", b.GetGeneration(), ro.Wave, strings.Join(ro.Halted, ", "))
 }
 
 // lastReady is b's Ready condition as last written.
@@ -443,16 +473,6 @@ func lastReady(b Bindable) *metav1.Condition {
 func progress(b Bindable, ro *duck.RolloutStatus, left int) string {
 	return fmt.Sprintf("rolling out generation %d: %d of %d subjects updated, %d changing, %d to go, wave %d",
 		b.GetGeneration(), ro.Updated, ro.Total, len(ro.Changing), left, ro.Wave)
-}
-
-func mapsKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // rolloutState reads subject name in full and says whether its rollout is
