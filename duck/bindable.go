@@ -110,6 +110,39 @@ type RolloutStatus struct {
 	// Binding) resumes the rollout.
 	// +optional
 	Halted []string `json:"halted,omitempty"`
+	// Reasons says why the rollout halted: each subject that failed, and
+	// how (the others of Halted were halted with their wave).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Reasons []SubjectReason `json:"reasons,omitempty"`
+	// Waiting names (the first MaxWaiting, sorted) the subjects the
+	// Binding selects that do not carry Generation and are not changing:
+	// those the rollout has not reached, and those created or updated
+	// while it was halted, which admission left without the Binding.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	Waiting []string `json:"waiting,omitempty"`
+}
+
+// MaxWaiting bounds RolloutStatus.Waiting.
+const MaxWaiting = 100
+
+// Complete reports whether the rollout of generation has reached every
+// subject: no subject is changing or halted, and every subject selected
+// carries it. Admission applies a Binding paced by a rollout policy to a
+// subject that does not carry it yet only then.
+func (r *RolloutStatus) Complete(generation int64) bool {
+	return r != nil && r.Generation == generation && len(r.Changing) == 0 && len(r.Halted) == 0 && r.Updated >= r.Total
+}
+
+// SubjectReason is why one subject of a rollout failed.
+type SubjectReason struct {
+	// Name is the subject's name, in the Binding's namespace.
+	Name string `json:"name"`
+	// Reason is how it failed: "ProgressDeadlineExceeded", "not rolled
+	// out within 10m0s", ...
+	Reason string `json:"reason"`
 }
 
 // ChangingSubject is a subject of a rollout patched and not yet rolled
@@ -207,12 +240,21 @@ func (s *Status) DeepCopyInto(out *Status) {
 			s.Conditions[i].DeepCopyInto(&out.Conditions[i])
 		}
 	}
-	if s.Rollout != nil {
-		r := *s.Rollout
-		r.Changing = slices.Clone(s.Rollout.Changing) // Since holds no pointer but its time.Time's location, shared read-only
-		r.Halted = slices.Clone(s.Rollout.Halted)
-		out.Rollout = &r
+	out.Rollout = s.Rollout.DeepCopy()
+}
+
+// DeepCopy returns a copy of r that shares no memory with it, or nil for
+// nil.
+func (r *RolloutStatus) DeepCopy() *RolloutStatus {
+	if r == nil {
+		return nil
 	}
+	c := *r
+	c.Changing = slices.Clone(r.Changing) // Since holds no pointer but its time.Time's location, shared read-only
+	c.Halted = slices.Clone(r.Halted)
+	c.Reasons = slices.Clone(r.Reasons)
+	c.Waiting = slices.Clone(r.Waiting)
+	return &c
 }
 
 // DeepCopy returns a copy of s that shares no memory with it, or nil for nil.

@@ -204,3 +204,44 @@ func MarshalPatch(ops []jsonpatch.Operation) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// GuardIdentity prefixes ops with tests of identity only: the name of
+// every named list element each path goes through or removes or replaces,
+// as obj holds it; values are not tested. It guards a patch kept for later
+// (a rollback, see RollbackAnnotation) against the index shifts that
+// other writers' inserts and removals cause, without failing on what the
+// API server fills in meanwhile (the defaults of a container the patch
+// removes, say). Like Guard, it fails when a path does not resolve in obj.
+func GuardIdentity(obj map[string]any, ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
+	var tests []jsonpatch.Operation
+	tested := map[string]bool{}
+	for _, op := range ops {
+		tokens, err := splitPointer(op.Path)
+		if err != nil {
+			return nil, err
+		}
+		upto := len(tokens) - 1
+		if op.Operation == "remove" || op.Operation == "replace" {
+			upto = len(tokens)
+		}
+		if _, ok := resolve(obj, tokens[:len(tokens)-1]); !ok {
+			return nil, fmt.Errorf("guard %s %s: parent not in the object", op.Operation, op.Path)
+		}
+		var cur any = obj
+		for i, tok := range tokens[:upto] {
+			cur = child(cur, tok)
+			if _, inList := childOfList(obj, tokens[:i+1]); !inList {
+				continue
+			}
+			if m, ok := cur.(map[string]any); ok {
+				if name, ok := m["name"].(string); ok {
+					if p := joinPointer(tokens[:i+1]) + "/name"; !tested[p] {
+						tested[p] = true
+						tests = append(tests, jsonpatch.Operation{Operation: "test", Path: p, Value: name})
+					}
+				}
+			}
+		}
+	}
+	return append(tests, ops...), nil
+}

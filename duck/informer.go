@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,21 +34,23 @@ type InformerFactory interface {
 	Get(ctx context.Context, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, cache.GenericLister, error)
 }
 
-// BoundIndex is the name of the index over BoundAnnotation that every
-// informer MetadataInformerFactory builds: BoundIndexKey(namespace, by)
-// lists the subjects in namespace whose record names the Binding by.
+// BoundIndex is the name of the index over a subject's records
+// (RecordAnnotations) that every informer MetadataInformerFactory builds:
+// BoundIndexKey(namespace, by) lists the subjects in namespace whose
+// records name the Binding by, whatever its UID (a predecessor of the same
+// name included).
 const BoundIndex = "bindkit-bound"
 
-// BoundIndexKey is the BoundIndex key of the subjects in namespace that the
-// Binding by has bound.
-func BoundIndexKey(namespace string, by BoundBy) string { return namespace + "/" + by.String() }
+// BoundIndexKey is the BoundIndex key of the subjects in namespace whose
+// records name the Binding by (its resource and name: by.Key()).
+func BoundIndexKey(namespace string, by BoundBy) string { return namespace + "/" + by.Key() }
 
 // MetadataInformerFactory builds informers that list and watch a resource,
 // in all namespaces, as metadata only (client-go's metadata client asks the
 // server for PartialObjectMetadata), and cache a slim copy of each object:
 // its kind (Mapper names it, so the tracker can read it from the object),
 // name, namespace, UID, resourceVersion, generation, labels, deletion
-// timestamp and BoundAnnotation. Nothing else is kept: no managedFields, no
+// timestamp and the record annotations (RecordAnnotations). Nothing else is kept: no managedFields, no
 // other annotations, no spec. A Binding reads a subject's full object only
 // when the subject may need a patch. The informers are indexed by namespace
 // and by BoundIndex.
@@ -126,8 +129,13 @@ func slimmer(gvk schema.GroupVersionKind) cache.TransformFunc {
 				DeletionTimestamp: in.DeletionTimestamp,
 			},
 		}
-		if v, ok := in.Annotations[BoundAnnotation]; ok {
-			out.Annotations = map[string]string{BoundAnnotation: v}
+		for _, key := range RecordAnnotations {
+			if v, ok := in.Annotations[key]; ok {
+				if out.Annotations == nil {
+					out.Annotations = make(map[string]string, len(RecordAnnotations))
+				}
+				out.Annotations[key] = v
+			}
 		}
 		return out, nil
 	}
@@ -138,13 +146,24 @@ func boundIndexFunc(obj any) ([]string, error) {
 	if err != nil {
 		return nil, nil
 	}
-	b := BoundOf(m.GetAnnotations())
-	if len(b) == 0 {
+	ann := m.GetAnnotations()
+	if len(ann) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, 0, len(b))
-	for by := range b {
-		keys = append(keys, BoundIndexKey(m.GetNamespace(), by))
+	var keys []string
+	add := func(by BoundBy) {
+		if k := BoundIndexKey(m.GetNamespace(), by); !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	for by := range BoundOf(ann) {
+		add(by)
+	}
+	for by := range ChangesOf(ann) {
+		add(by)
+	}
+	for by := range HeldOf(ann) {
+		add(by)
 	}
 	return keys, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,7 +83,7 @@ func (a *admitter) boundBy(b Bindable) (duck.BoundBy, bool) {
 	if gr == nil {
 		return duck.BoundBy{}, false
 	}
-	return duck.BoundBy{Resource: *gr, Name: b.GetName()}, true
+	return duck.BoundBy{Resource: *gr, Name: b.GetName(), UID: b.GetUID()}, true
 }
 
 // setIndex replaces the index Admit consults and returns the Bindings that
@@ -169,7 +168,7 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		app := application{b: b, ctx: bctx, bind: b.GetDeletionTimestamp() == nil}
 		app.by, app.record = a.boundBy(b)
-		if a.waitsForItsWave(b, app.by, before) {
+		if a.holdsBack(b, app.by, gk, before) {
 			continue
 		}
 		apps = append(apps, app)
@@ -190,25 +189,41 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	return resp
 }
 
-// waitsForItsWave reports whether b is being rolled out under a rollout
-// policy and the subject records an earlier generation of b: an update of
-// a subject the rollout has not reached keeps what it has (the earlier
-// generation's change stays in its template) rather than jumping the
-// queue. A subject that does not record b (a new one) gets b's newest
-// generation, as without a policy.
-func (a *admitter) waitsForItsWave(b Bindable, by duck.BoundBy, subject *duck.WithPod) bool {
-	if by.Resource.Empty() || b.GetDeletionTimestamp() != nil {
+// holdsBack reports whether admission leaves b's part of the subject as
+// it is:
+//
+//   - the subject is held from b's generation (rolled back from its halted
+//     rollout);
+//   - under a rollout policy, the subject records an earlier generation of
+//     b: it keeps what it has (the earlier generation's change stays in its
+//     template) until its wave, rather than jumping the queue;
+//   - under a rollout policy, the subject does not carry b and b's
+//     rollout of its generation is not complete (in progress, or halted):
+//     a wave binds it; a halted generation reaches no new subject;
+//   - b is being deleted under a policy that paces deletion.
+//
+// A subject of a kind bound at admission only (bare Pods, Jobs) is never
+// held back but by a hold: no rollout can reach it later.
+func (a *admitter) holdsBack(b Bindable, by duck.BoundBy, gk schema.GroupKind, subject *duck.WithPod) bool {
+	if by.Resource.Empty() {
 		return false
 	}
-	if subject.Annotations[HeldAnnotation] == by.String()+":"+strconv.FormatInt(b.GetGeneration(), 10) {
-		return true // rolled back from this generation's halted rollout
+	if g, held := duck.HeldOf(subject.Annotations).Lookup(by); held && g == b.GetGeneration() && b.GetDeletionTimestamp() == nil {
+		return true
 	}
 	s := Settings{Rollout: a.rollout}
-	if p, err := s.rolloutPolicy(b); err != nil || !p.Enabled() {
+	p, err := s.rolloutPolicy(b)
+	if err != nil || !p.Enabled() || slices.Contains(defaultAdmissionOnly, gk) {
 		return false
 	}
-	gen, recorded := duck.BoundOf(subject.Annotations)[by]
-	return recorded && gen != b.GetGeneration()
+	if b.GetDeletionTimestamp() != nil {
+		return p.PaceDeletion
+	}
+	if gen, recorded := duck.BoundGeneration(subject.Annotations, by); recorded {
+		return gen != b.GetGeneration()
+	}
+	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
+	return !ok || !rec.GetRollout().Complete(b.GetGeneration())
 }
 
 // limitError is an object beyond one of the webhook's ObjectLimits.

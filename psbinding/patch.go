@@ -318,25 +318,27 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 			return readError(name, s, err)
 		}
 		app := application{b: b, ctx: mctx, bind: w.bind, by: by, record: true}
-		after, ops, err := bindingStep(s.shape, before, app)
+		after, ops := before, []jsonpatch.JsonPatchOperation(nil)
+		if _, recorded := duck.BoundGeneration(before.Annotations, by); w.bind || recorded {
+			// An unbinding of a subject that does not carry b (only b's
+			// hold or rollout records) removes the records, runs no Undo.
+			after, ops, err = bindingStep(s.shape, before, app)
+		}
 		if _, ok := errors.AsType[*PanicError](err); ok {
 			return nameSubject(err, subjectName)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if w.paced {
-			// Under a rollout policy: what undoes the change is kept in
-			// the same patch.
-			marked, err := markChange(s.shape, w, before, after)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			if marked != after {
-				after = marked
-				if ops, err = s.shape.CreatePatch(before, after); err != nil {
-					return fmt.Errorf("%s: create patch: %w", name, err)
-				}
+		// The records of the change go in the same patch.
+		marked, err := recordChange(s.shape, u, by, b.GetGeneration(), w, before, after)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if marked != after {
+			after = marked
+			if ops, err = s.shape.CreatePatch(before, after); err != nil {
+				return fmt.Errorf("%s: create patch: %w", name, err)
 			}
 		}
 		if lastRejected != "" && u.GetResourceVersion() == lastRejected {

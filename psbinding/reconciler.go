@@ -267,8 +267,18 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	// Finalizer and status writes change b: keep them out of the cache.
 	b = b.DeepCopyObject().(Bindable)
 	if b.GetDeletionTimestamp() != nil {
+		orig := b.DeepCopyObject().(Bindable)
 		err := r.reconcileDeletion(ctx, b)
 		logPanic(ctx, err)
+		if ro, ok := errors.AsType[*rollingOut](err); ok && ctx.Err() == nil {
+			// Unbinding in waves (RolloutPolicy.PaceDeletion): reported
+			// like any rollout.
+			b.GetBindingStatus().MarkBindingUnavailable(ro.reason, ro.message)
+			if err := r.updateStatus(ctx, orig, b); err != nil {
+				return err
+			}
+			return controller.NewRequeueAfter(cmp.Or(ro.retry, rolloutRecheck))
+		}
 		return err
 	}
 
@@ -321,7 +331,7 @@ func (r *BaseReconciler) warn(ctx context.Context, b Bindable, reason string, er
 
 // boundBy is how b appears in its subjects' duck.BoundAnnotation.
 func (r *BaseReconciler) boundBy(b Bindable) duck.BoundBy {
-	return duck.BoundBy{Resource: r.GVR.GroupResource(), Name: b.GetName()}
+	return duck.BoundBy{Resource: r.GVR.GroupResource(), Name: b.GetName(), UID: b.GetUID()}
 }
 
 // describe names b for errors: "binding default/gh".

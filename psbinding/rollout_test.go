@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -100,47 +99,56 @@ func TestRolledOut(t *testing.T) {
 	}
 }
 
-// TestMergeChanging keeps each subject once, as last patched.
-func TestMergeChanging(t *testing.T) {
-	at := func(s int) metav1.Time { return metav1.NewTime(time.Unix(int64(s), 0)) }
-	got := mergeChanging(
-		[]duck.ChangingSubject{{Name: "b", Since: at(5), Generation: 1}, {Name: "a", Since: at(1), Generation: 2}},
-		[]duck.ChangingSubject{{Name: "b", Since: at(3), Generation: 2}, {Name: "a", Since: at(4), Generation: 2}},
-	)
-	want := []duck.ChangingSubject{{Name: "a", Since: at(4), Generation: 2}, {Name: "b", Since: at(3), Generation: 2}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("merged (-want +got):\n%s", diff)
-	}
-}
-
 // TestAdmissionDuringRollout checks what the webhook applies to a subject
-// while its Binding rolls out under a policy: a subject that does not
-// record the Binding (a new one) and one at the Binding's generation get
-// it; one at an earlier generation waits for its wave; one rolled back
-// from this generation is held; without a policy nothing waits.
+// while its Binding rolls out under a policy: one at the Binding's
+// generation gets it; one at an earlier generation waits for its wave; one
+// that does not record the Binding (a new one) gets it only once the
+// rollout is complete; one rolled back from this generation is held;
+// without a policy nothing waits; a bare Pod never waits but for a hold; a
+// predecessor's record (another UID) is not the Binding's.
 func TestAdmissionDuringRollout(t *testing.T) {
-	by := duck.BoundBy{Resource: schemaGR("envbindings", "test.bindkit.dev"), Name: "env"}
+	by := duck.BoundBy{Resource: schemaGR("envbindings", "test.bindkit.dev"), Name: "env", UID: "u1"}
+	paced := &RolloutPolicy{MaxChanging: intstr.FromInt32(1)}
+	complete := &duck.RolloutStatus{Generation: 3, Updated: 2, Total: 2}
+	inProgress := &duck.RolloutStatus{Generation: 3, Updated: 1, Total: 2, Changing: []duck.ChangingSubject{{Name: "a", Generation: 3}}}
+	halted := &duck.RolloutStatus{Generation: 3, Updated: 1, Total: 2, Halted: []string{"a"}}
+	deployment := schema.GroupKind{Group: "apps", Kind: "Deployment"}
+	pod := schema.GroupKind{Kind: "Pod"}
 	for _, tc := range []struct {
 		name        string
 		policy      *RolloutPolicy
+		rollout     *duck.RolloutStatus
+		kind        schema.GroupKind
 		annotations map[string]string
 		want        bool
 	}{
-		{"new subject", &RolloutPolicy{MaxChanging: intstr.FromInt32(1)}, nil, false},
-		{"at the generation", &RolloutPolicy{MaxChanging: intstr.FromInt32(1)}, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env:3"}, false},
-		{"at an earlier generation", &RolloutPolicy{MaxChanging: intstr.FromInt32(1)}, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env:2"}, true},
-		{"earlier, no policy", nil, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env:2"}, false},
-		{"held at this generation", nil, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env:3"}, true},
-		{"held at an earlier generation", nil, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env:2"}, false},
+		{"new subject, rollout complete", paced, complete, deployment, nil, false},
+		{"new subject, rollout in progress", paced, inProgress, deployment, nil, true},
+		{"new subject, rollout halted", paced, halted, deployment, nil, true},
+		{"new subject, no rollout reported yet", paced, nil, deployment, nil, true},
+		{"new subject, a complete rollout of an earlier generation", paced, &duck.RolloutStatus{Generation: 2}, deployment, nil, true},
+		{"new bare Pod, rollout in progress", paced, inProgress, pod, nil, false},
+		{"at the generation", paced, inProgress, deployment, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u1:3"}, false},
+		{"at an earlier generation", paced, inProgress, deployment, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u1:2"}, true},
+		{"at an earlier generation, recorded before UIDs", paced, inProgress, deployment, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env:2"}, true},
+		{"a predecessor's record, rollout complete", paced, complete, deployment, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u0:7"}, false},
+		{"earlier, no policy", nil, nil, deployment, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u1:2"}, false},
+		{"new subject, no policy", nil, nil, deployment, nil, false},
+		{"held at this generation", nil, nil, deployment, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env@u1:3"}, true},
+		{"held at this generation, a bare Pod", paced, complete, pod, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env@u1:3"}, true},
+		{"held at an earlier generation", nil, nil, deployment, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env@u1:2"}, false},
+		{"a predecessor held", nil, nil, deployment, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env@u0:3"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &envBinding{}
 			b.SetGeneration(3)
+			b.SetUID("u1")
+			b.Status.Rollout = tc.rollout
 			a := &admitter{rollout: tc.policy}
 			subject := &duck.WithPod{}
 			subject.Annotations = tc.annotations
-			if got := a.waitsForItsWave(b, by, subject); got != tc.want {
-				t.Errorf("waitsForItsWave = %v, want %v", got, tc.want)
+			if got := a.holdsBack(b, by, tc.kind, subject); got != tc.want {
+				t.Errorf("holdsBack = %v, want %v", got, tc.want)
 			}
 		})
 	}

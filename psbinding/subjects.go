@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -212,20 +213,24 @@ func (r *BaseReconciler) namespaceLabels(ctx context.Context, namespace string) 
 func (r *BaseReconciler) admissionOnly(gk schema.GroupKind) bool {
 	kinds := r.AdmissionOnly
 	if kinds == nil {
-		kinds = []schema.GroupKind{{Group: "", Kind: "Pod"}, {Group: "batch", Kind: "Job"}}
+		kinds = defaultAdmissionOnly
 	}
 	return slices.Contains(kinds, gk)
 }
+
+// defaultAdmissionOnly are the kinds whose pod template cannot change in
+// place: bare Pods and Jobs.
+var defaultAdmissionOnly = []schema.GroupKind{{Group: "", Kind: "Pod"}, {Group: "batch", Kind: "Job"}}
 
 // work is what one reconcile does to one subject.
 type work struct {
 	name string
 	bind bool // Do, else Undo
-	// paced is work of a wave under a rollout policy; rollbackKey, set
-	// when the policy rolls back, is the Binding and generation the
-	// subject's RollbackAnnotation is kept for.
-	paced       bool
-	rollbackKey string
+	// paced is the change a wave under a rollout policy makes, recorded on
+	// the subject with it (duck.RolloutAnnotation); nil for work no policy
+	// paces. rollback keeps, with it, how to take it back.
+	paced    *duck.Change
+	rollback bool
 }
 
 // reconcileSubjects tracks s, then binds the selected subjects that do not
@@ -247,11 +252,15 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	by := r.boundBy(b)
 	selected := map[string]bool{}
 	var todo []work
-	inForce := 0 // selected subjects that record b at its generation already
+	var changed []changedSubject // subjects whose records hold a paced change of b
+	inForce := 0                 // selected subjects that record b at its generation already
 	consider := func(obj any, isSelected bool) {
 		m, err := meta.Accessor(obj)
 		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
 			return // being deleted, or opted out: left as it is
+		}
+		if c, ok := duck.ChangesOf(m.GetAnnotations()).Lookup(by); ok {
+			changed = append(changed, changedSubject{name: m.GetName(), change: c})
 		}
 		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
 		switch {
@@ -290,8 +299,8 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 			consider(obj, true)
 		}
 	}
-	// Subjects that record b but are no longer selected: relabelled, or the
-	// reference changed.
+	// Subjects whose records name b but are no longer selected:
+	// relabelled, or the reference changed.
 	bound, err := inf.GetIndexer().ByIndex(duck.BoundIndex, duck.BoundIndexKey(b.GetNamespace(), by))
 	if err != nil {
 		return fmt.Errorf("%s: subjects it bound: %w", describe(b), err)
@@ -302,18 +311,30 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 		}
 	}
 	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
+	slices.SortFunc(changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
 	policy, err := r.rolloutPolicy(b)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", describe(b), err)
 		return unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
 	}
 	var pacing error
-	if policy.Enabled() {
-		if todo, pacing = r.pace(ctx, b, s, policy, todo, inForce, len(selected)); todo == nil && pacing != nil {
+	switch {
+	case policy.Enabled():
+		if todo, pacing = r.pace(ctx, b, s, policy, todo, changed, inForce, len(selected)); todo == nil && pacing != nil {
 			if _, ok := pacing.(*rollingOut); !ok {
 				return pacing
 			}
 		}
+	case len(todo) > 0:
+		// No policy: a burst of edits reaches the subjects at most twice,
+		// at its first edit and its last.
+		if wait := r.generations.quietFor(b, policy.Quiet, time.Now(), false); wait > 0 {
+			return &rollingOut{reason: ReasonRollingOut, retry: wait,
+				message: fmt.Sprintf("generation %d: waiting %v for edits to settle", b.GetGeneration(), wait.Round(time.Millisecond))}
+		}
+	}
+	if rec, ok := b.GetBindingStatus().(duck.RolloutRecorder); ok && !policy.Enabled() {
+		rec.SetRollout(nil) // no policy, no rollout to report
 	}
 	patched, err := r.patchSubjects(ctx, mctx, b, s, todo)
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, inForce+patched)
@@ -393,14 +414,18 @@ func (r *BaseReconciler) unbindAll(ctx, mctx context.Context, b Bindable, gvk sc
 	return err
 }
 
-// reconcileDeletion unbinds every subject b bound, runs the
-// SubResourcesReconciler's ReconcileDeletion and lets b go.
+// reconcileDeletion unbinds every subject b bound (in waves, under a
+// policy that paces deletion), removes every record of b from its
+// subjects, runs the SubResourcesReconciler's ReconcileDeletion and lets b
+// go.
 func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) error {
 	if !r.hasFinalizer(b) {
+		r.generations.forget(b.GetUID())
 		return nil
 	}
 	kinds := recordedKinds(b)
-	if current, err := r.resolveSubject(b); err == nil && !slices.ContainsFunc(kinds, sameKind(current.gvk)) {
+	current, err := r.resolveSubject(b)
+	if err == nil && !slices.ContainsFunc(kinds, sameKind(current.gvk)) {
 		kinds = append(kinds, current.gvk) // never recorded: a Binding from before the record
 	}
 	if len(kinds) > 0 {
@@ -408,6 +433,11 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 		if err != nil {
 			r.warn(ctx, b, reasonUnbindFailed, err)
 			return err
+		}
+		if current != nil {
+			if err := r.paceUnbinding(ctx, mctx, b, current); err != nil {
+				return err
+			}
 		}
 		for _, gvk := range kinds {
 			if err := r.unbindAll(ctx, mctx, b, gvk, false); err != nil {
@@ -432,6 +462,63 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 		r.warn(ctx, b, reasonFinalizerUpdateFailed, err)
 		return err
 	}
+	r.generations.forget(b.GetUID())
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, 0)
 	return nil
+}
+
+// paceUnbinding unbinds, under a rollout policy that paces deletion
+// (RolloutPolicy.PaceDeletion), the subjects of s that record b, wave by
+// wave; it returns a *rollingOut until the last wave has rolled out. A
+// halt stops it without rolling anything back. Without such a policy, or
+// for a kind bound at admission only, it does nothing: unbindAll unbinds
+// everything at once.
+func (r *BaseReconciler) paceUnbinding(ctx, mctx context.Context, b Bindable, s *subject) error {
+	policy, err := r.rolloutPolicy(b)
+	if err != nil || !policy.Enabled() || !policy.PaceDeletion || r.admissionOnly(s.gvk.GroupKind()) {
+		return nil
+	}
+	policy.Rollback = false
+	inf, _, err := r.Factory.Get(ctx, s.gvr)
+	if err != nil {
+		return fmt.Errorf("%s: %s: informer: %w", describe(b), s.gvr.GroupResource(), err)
+	}
+	by := r.boundBy(b)
+	named, err := inf.GetIndexer().ByIndex(duck.BoundIndex, duck.BoundIndexKey(b.GetNamespace(), by))
+	if err != nil {
+		return fmt.Errorf("%s: subjects it bound: %w", describe(b), err)
+	}
+	var todo []work
+	var changed []changedSubject
+	total, unbound := 0, 0
+	for _, obj := range named {
+		m, err := meta.Accessor(obj)
+		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
+			continue
+		}
+		c, hasChange := duck.ChangesOf(m.GetAnnotations()).Lookup(by)
+		_, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
+		switch {
+		case recorded:
+			todo = append(todo, work{name: m.GetName()})
+		case hasChange && c.Generation == b.GetGeneration():
+			unbound++ // unbound by an earlier wave of this deletion
+		default:
+			continue
+		}
+		total++
+		if hasChange {
+			changed = append(changed, changedSubject{name: m.GetName(), change: c})
+		}
+	}
+	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
+	slices.SortFunc(changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
+	wave, pacing := r.pace(ctx, b, s, policy, todo, changed, unbound, total)
+	if wave == nil {
+		return pacing // done (nil), or waiting, or halted
+	}
+	if _, err := r.patchSubjects(ctx, mctx, b, s, wave); err != nil {
+		return err
+	}
+	return pacing
 }

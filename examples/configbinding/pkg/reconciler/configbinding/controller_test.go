@@ -201,7 +201,7 @@ func TestNewWebhookAdmitsWithContext(t *testing.T) {
 	if err := json.Unmarshal(resp.Patch, &ops); err != nil {
 		t.Fatalf("decode patch %s: %v", resp.Patch, err)
 	}
-	want := `[{"op":"add","path":"/metadata/annotations","value":{"bindings.bindkit.dev/bound":"configbindings.bindings.bindkit.dev/cfg:1"}},` +
+	want := `[{"op":"add","path":"/metadata/annotations","value":{"bindings.bindkit.dev/bound":"configbindings.bindings.bindkit.dev/cfg@binding-uid:1"}},` +
 		`{"op":"add","path":"/spec/template/spec/containers/0/envFrom","value":[{"configMapRef":{"name":"configbinding-cfg-bindinguid"}}]}]`
 	got, _ := json.Marshal(ops)
 	if diff := cmp.Diff(want, string(got)); diff != "" {

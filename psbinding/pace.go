@@ -1,0 +1,415 @@
+package psbinding
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/bindkit/bindkit/controller"
+	"github.com/bindkit/bindkit/duck"
+)
+
+// rollingOut is a reconcile that paced its subjects: the Binding is not
+// Ready yet, and is looked at again after retry.
+type rollingOut struct {
+	reason, message string
+	retry           time.Duration
+}
+
+func (e *rollingOut) Error() string { return e.message }
+
+// generations remembers, per Binding, when the reconciler first saw its
+// current generation (for the quiet period edits are coalesced over) and
+// the rollout it last computed.
+type generations struct {
+	mu   sync.Mutex
+	seen map[types.UID]seenGeneration
+}
+
+type seenGeneration struct {
+	generation int64
+	// at is when this process first saw the generation; readyAt when it
+	// may reach subjects.
+	at, readyAt time.Time
+	// rollout is the rollout this process last computed for the Binding:
+	// the status the next reconcile reads from the cache may not show it
+	// yet, and a stale one would bring back subjects rolled back since,
+	// or forget a halt.
+	rollout *duck.RolloutStatus
+}
+
+// rolloutOf returns the rollout of b this process last computed, nil if
+// none.
+func (g *generations) rolloutOf(b Bindable) *duck.RolloutStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.seen[b.GetUID()].rollout.DeepCopy()
+}
+
+// setRollout records the rollout of b this process computed.
+func (g *generations) setRollout(b Bindable, ro *duck.RolloutStatus) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen == nil {
+		g.seen = map[types.UID]seenGeneration{}
+	}
+	s := g.seen[b.GetUID()]
+	s.rollout = ro.DeepCopy()
+	g.seen[b.GetUID()] = s
+}
+
+// forget drops what is remembered of b, once it is gone.
+func (g *generations) forget(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.seen, uid)
+}
+
+// quietFor returns how much longer b's generation must wait before it
+// reaches subjects: edits that arrive within quiet of one another reach
+// them once, as the last. Under a rollout policy (paced) every edit waits
+// quiet, but a new Binding's first generation; without one, the first
+// edit of a Binding that was quiet (or that this process has not seen
+// before) reaches them at once, so a burst costs each subject at most two
+// changes: the first edit and the last.
+func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time, paced bool) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen == nil {
+		g.seen = map[types.UID]seenGeneration{}
+	}
+	s, ok := g.seen[b.GetUID()]
+	if !ok || s.generation != b.GetGeneration() {
+		next := seenGeneration{generation: b.GetGeneration(), at: now, readyAt: now.Add(quiet), rollout: s.rollout}
+		switch {
+		case !ok && (b.GetGeneration() == 1 || !paced):
+			next.readyAt = now // a new Binding, or one this process knows nothing of
+		case ok && !paced && now.Sub(s.at) >= quiet:
+			next.readyAt = now // the first edit after a quiet spell
+		}
+		s = next
+		g.seen[b.GetUID()] = s
+	}
+	return max(0, s.readyAt.Sub(now))
+}
+
+// pace applies policy to one reconcile of b's subjects: it reads live the
+// subjects whose records hold a change of b still in flight (changed,
+// filtered by changeInFlight against the last report), decides (decideRollout),
+// rolls back what a halt rolls back, and returns the part of todo to patch
+// now (the next wave, each marked with its change) or a *rollingOut to
+// report. inForce counts the selected subjects that record b at its
+// generation; total the selected ones.
+func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, policy RolloutPolicy, todo []work, changed []changedSubject, inForce, total int) ([]work, error) {
+	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
+	if !ok {
+		err := fmt.Errorf("%s: a rollout policy needs a status that records a rollout (embed duck.Status)", describe(b))
+		return nil, unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
+	}
+	now := time.Now()
+	prev := rec.GetRollout()
+	if mine := r.generations.rolloutOf(b); mine != nil {
+		prev = mine // this process's last word is newer than the cached status
+	}
+	in := rolloutInput{generation: b.GetGeneration(), policy: policy, prev: prev, todo: todo, total: total, inForce: inForce, now: now,
+		quietWait: r.generations.quietFor(b, policy.Quiet, now, true)}
+	for _, c := range changed {
+		if !changeInFlight(prev, c.name, c.change) {
+			continue
+		}
+		var err error
+		if c.done, c.failure, err = r.rolloutState(ctx, s, c.name); err != nil {
+			return nil, err
+		}
+		in.changed = append(in.changed, c)
+	}
+	plan := decideRollout(in)
+	var failures []string
+	rolledBack := 0
+	for _, name := range plan.rollBack {
+		if err := r.rollBack(ctx, s, b, name); err != nil {
+			failures = append(failures, fmt.Sprintf("rollback of %s failed: %v", name, err))
+			continue
+		}
+		rolledBack++
+		plan.status.Changing = slices.DeleteFunc(plan.status.Changing, func(c duck.ChangingSubject) bool { return c.Name == name })
+	}
+	if plan.reason == ReasonRolloutHalted {
+		plan.message = strings.Join(append([]string{haltMessage(policy, plan.status)}, failures...), "; ")
+	}
+	observer := rolloutObserverOf(r.observerIn(ctx))
+	if rolledBack > 0 {
+		observer.RolloutRolledBack(r.GVR.GroupResource(), rolledBack)
+	}
+	if plan.halted {
+		observer.RolloutHalted(r.GVR.GroupResource())
+		if r.Recorder != nil {
+			r.Recorder.Event(b, corev1.EventTypeWarning, ReasonRolloutHalted, plan.message)
+		}
+	}
+	rec.SetRollout(plan.status)
+	r.generations.setRollout(b, plan.status)
+	if plan.done {
+		return nil, nil
+	}
+	if len(plan.wave) > 0 {
+		observer.RolloutWave(r.GVR.GroupResource())
+	}
+	return plan.wave, &rollingOut{reason: plan.reason, message: plan.message, retry: plan.retry}
+}
+
+// rolloutState reads subject name in full and says whether its rollout is
+// complete, or why it cannot complete (RolledOut). A subject that is gone
+// is done.
+func (r *BaseReconciler) rolloutState(ctx context.Context, s *subject, name string) (done bool, failure string, _ error) {
+	u, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("subject %s %s/%s: read its rollout: %w", s.gvr.GroupResource(), s.ref.Namespace, name, err)
+	}
+	done, failure = RolledOut(u)
+	return done, failure, nil
+}
+
+// RolledOut reads a workload's rollout from its status: complete once its
+// controller has observed the current generation and every replica is
+// updated and available (Deployment, StatefulSet, DaemonSet); failed, with
+// the reason, when a Deployment reports ProgressDeadlineExceeded. Kinds
+// without a rollout status are complete.
+func RolledOut(u *unstructured.Unstructured) (complete bool, failed string) {
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	num := func(m map[string]any, field string) int64 {
+		v, _, _ := unstructured.NestedInt64(m, field)
+		return v
+	}
+	observed := num(status, "observedGeneration") >= u.GetGeneration()
+	replicas := int64(1)
+	if v, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); found {
+		replicas = v
+	}
+	switch u.GroupVersionKind().GroupKind().String() {
+	case "Deployment.apps":
+		conds, _, _ := unstructured.NestedSlice(status, "conditions")
+		for _, c := range conds {
+			if c, ok := c.(map[string]any); ok && c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded" {
+				return false, "ProgressDeadlineExceeded"
+			}
+		}
+		return observed && num(status, "updatedReplicas") == replicas && num(status, "availableReplicas") >= replicas &&
+			num(status, "replicas") == replicas, ""
+	case "StatefulSet.apps":
+		cur, _, _ := unstructured.NestedString(status, "currentRevision")
+		upd, _, _ := unstructured.NestedString(status, "updateRevision")
+		return observed && num(status, "updatedReplicas") == replicas && num(status, "readyReplicas") >= replicas && cur == upd, ""
+	case "DaemonSet.apps":
+		desired := num(status, "desiredNumberScheduled")
+		return observed && num(status, "updatedNumberScheduled") == desired && num(status, "numberAvailable") >= desired, ""
+	}
+	return true, ""
+}
+
+// maxRollbackAttempts bounds the attempts of one rollback whose guard
+// fails: the subject changed between its read and the patch.
+const maxRollbackAttempts = 3
+
+// rollBack gives subject name back the pod template and bound record it
+// had before b's paced change to b's generation, and holds it there, in
+// one guarded patch (rollbackPatch). A subject that no longer carries the
+// generation (rolled back already) is left as it is.
+func (r *BaseReconciler) rollBack(ctx context.Context, s *subject, b Bindable, name string) error {
+	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
+	by, gen := r.boundBy(b), b.GetGeneration()
+	for attempt := 1; ; attempt++ {
+		u, err := client.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ops, err := rollbackPatch(s.shape, u, by, gen)
+		if err != nil || ops == nil {
+			return err
+		}
+		body, err := json.Marshal(ops)
+		if err != nil {
+			return err
+		}
+		_, err = client.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: r.fieldManager(ctx)})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsInvalid(err) && !apierrors.IsConflict(err):
+			return err
+		case attempt == maxRollbackAttempts:
+			return fmt.Errorf("its pod template changed, where the rollback would undo, since the rollout patched it: %s", apiMessage(err))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(firstPatchWait + rand.N(firstPatchWait)):
+		}
+	}
+}
+
+// rollbackPatch is the JSON patch that rolls u back from by's change to
+// generation: first its records, guarded (by's bound entry back to what
+// it was, its change and rollback records gone, a hold at generation),
+// then the recorded patch of the pod template. It is nil when u does not
+// carry by at generation (rolled back already, or never changed to it).
+func rollbackPatch(shape duck.Shape, u *unstructured.Unstructured, by duck.BoundBy, generation int64) ([]jsonpatch.Operation, error) {
+	ann := u.GetAnnotations()
+	if g, ok := duck.BoundGeneration(ann, by); !ok || g != generation {
+		return nil, nil
+	}
+	rbs, err := duck.RollbacksOf(ann)
+	if err != nil {
+		return nil, err
+	}
+	key, rb, ok := rbs.Find(by)
+	if !ok || key != by.Entry(generation) {
+		return nil, fmt.Errorf("no rollback recorded for %s", by.Entry(generation))
+	}
+	var template []jsonpatch.Operation
+	if err := json.Unmarshal(rb.Patch, &template); err != nil {
+		return nil, fmt.Errorf("annotation %s: %s: %w", RollbackAnnotation, key, err)
+	}
+	cur, err := shape.FromUnstructured(u)
+	if err != nil {
+		return nil, err
+	}
+	next := cur.DeepCopy()
+	next.Annotations = duck.Forget(next.Annotations, by)
+	if rb.Bound > 0 {
+		duck.MarkBound(next, by, rb.Bound)
+	}
+	held := duck.HeldOf(next.Annotations)
+	held[by] = generation
+	next.Annotations = duck.SetHeld(next.Annotations, held)
+	records, err := shape.CreatePatch(cur, next)
+	if err != nil {
+		return nil, err
+	}
+	guarded, err := duck.Guard(u.Object, records)
+	if err != nil {
+		return nil, err
+	}
+	return append(guarded, template...), nil
+}
+
+// recordChange writes into after (a copy, when it changes anything) the
+// records of w's change by (at generation) of the subject u, which before
+// decodes: under a rollout policy, the change (its wave and time), the
+// end of any hold of by, and, with rollback, how to take the change back;
+// without one, by's rollout records go, since they describe an earlier
+// change; an unbinding without one removes every record of by.
+func recordChange(shape duck.Shape, u *unstructured.Unstructured, by duck.BoundBy, generation int64, w work, before, after *duck.WithPod) (*duck.WithPod, error) {
+	marked := after.DeepCopy()
+	switch {
+	case w.paced == nil && !w.bind:
+		marked.Annotations = duck.Forget(marked.Annotations, by)
+	case w.paced == nil:
+		marked.Annotations = duck.Forget(marked.Annotations, by)
+		if g, ok := duck.BoundGeneration(after.Annotations, by); ok {
+			duck.MarkBound(marked, by, g)
+		}
+	default:
+		held := duck.HeldOf(marked.Annotations)
+		for e := range held {
+			if e.Matches(by) {
+				delete(held, e)
+			}
+		}
+		marked.Annotations = duck.SetHeld(marked.Annotations, held)
+		marked.Annotations = duck.SetChange(marked.Annotations, by, w.paced)
+		var rb *duck.Rollback
+		if w.rollback {
+			var err error
+			if rb, err = rollbackOf(shape, u, by, before, after); err != nil {
+				return nil, err
+			}
+		}
+		var err error
+		if marked.Annotations, err = duck.SetRollback(marked.Annotations, by, generation, rb); err != nil {
+			return nil, err
+		}
+	}
+	if equality.Semantic.DeepEqual(marked.Annotations, after.Annotations) {
+		return after, nil
+	}
+	return marked, nil
+}
+
+// rollbackOf is how to take back the change from before to after of the
+// subject u: the patch of its pod template from after to before, guarded
+// by identity against the object the change leaves (duck.GuardIdentity),
+// and the generation of by it carried before. A change that leaves the
+// template as it was keeps no patch.
+func rollbackOf(shape duck.Shape, u *unstructured.Unstructured, by duck.BoundBy, before, after *duck.WithPod) (*duck.Rollback, error) {
+	templateOnly := after.DeepCopy()
+	templateOnly.Labels, templateOnly.Annotations = before.Labels, before.Annotations
+	reverse, err := shape.CreatePatch(templateOnly, before)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch: %w", err)
+	}
+	rb := &duck.Rollback{Patch: json.RawMessage("[]")}
+	if g, ok := duck.BoundGeneration(before.Annotations, by); ok {
+		rb.Bound = g
+	}
+	if len(reverse) == 0 {
+		return rb, nil
+	}
+	afterObj := u.DeepCopy()
+	if err := shape.Apply(after, afterObj); err != nil {
+		return nil, fmt.Errorf("rollback patch: %w", err)
+	}
+	guarded, err := duck.GuardIdentity(afterObj.Object, reverse)
+	if err != nil {
+		return nil, fmt.Errorf("rollback patch: %w", err)
+	}
+	if rb.Patch, err = json.Marshal(guarded); err != nil {
+		return nil, fmt.Errorf("rollback patch: %w", err)
+	}
+	return rb, nil
+}
+
+// RolloutObserver is an Observer that is also told of rollouts, for
+// metrics (package metrics implements it). Its methods are called from the
+// reconciler's workers; they must be quick.
+type RolloutObserver interface {
+	// RolloutWave: a wave of subjects was started.
+	RolloutWave(binding schema.GroupResource)
+	// RolloutHalted: a rollout halted.
+	RolloutHalted(binding schema.GroupResource)
+	// RolloutRolledBack: n subjects of a halted wave were rolled back.
+	RolloutRolledBack(binding schema.GroupResource, n int)
+}
+
+// rolloutObserverOf is o when it observes rollouts, else one that does
+// nothing.
+func rolloutObserverOf(o Observer) RolloutObserver {
+	if ro, ok := o.(RolloutObserver); ok {
+		return ro
+	}
+	return nopObserver{}
+}
+
+func (nopObserver) RolloutWave(schema.GroupResource)            {}
+func (nopObserver) RolloutHalted(schema.GroupResource)          {}
+func (nopObserver) RolloutRolledBack(schema.GroupResource, int) {}
