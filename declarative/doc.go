@@ -10,7 +10,7 @@
 //
 //	func (b *EnvBinding) Do(_ context.Context, wp *duck.WithPod)   { b.Declare().Do(wp) }
 //	func (b *EnvBinding) Undo(_ context.Context, wp *duck.WithPod) { b.Declare().Undo(wp) }
-//	func (b *EnvBinding) PublishStatus()                           { b.Status.Publish(b.Declare()) }
+//	func (b *EnvBinding) PublishStatus()                           { b.Status.Publish(b.Generation, b.Declare()) }
 //
 // It is then reconciled like any other kind (wiring.New), and the contract
 // kit checks it like any other. Its subjects are admitted by the

@@ -1,8 +1,6 @@
 package declarative
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,31 +32,6 @@ type Spec struct {
 	// InitContainersToo applies Env, EnvFrom and VolumeMounts to the
 	// workload's init containers as well.
 	InitContainersToo bool `json:"initContainersToo,omitempty"`
-}
-
-// Validate reports every entry without a name (or mountPath) and every
-// name used twice in one list, naming the field and index.
-func (s Spec) Validate() error {
-	var errs []error
-	check := func(field string, keys []string) {
-		seen := map[string]int{}
-		for i, k := range keys {
-			if k == "" {
-				errs = append(errs, fmt.Errorf("%s[%d]: name is required", field, i))
-				continue
-			}
-			if j, dup := seen[k]; dup {
-				errs = append(errs, fmt.Errorf("%s[%d]: %q is also %s[%d]", field, i, k, field, j))
-			}
-			seen[k] = i
-		}
-	}
-	check("Env", keys(s.Env, func(e corev1.EnvVar) string { return e.Name }))
-	check("VolumeMounts", keys(s.VolumeMounts, func(m corev1.VolumeMount) string { return m.MountPath }))
-	check("Volumes", keys(s.Volumes, func(v corev1.Volume) string { return v.Name }))
-	added := append(slices.Clone(s.InitContainers), s.Containers...)
-	check("InitContainers+Containers", keys(added, func(c corev1.Container) string { return c.Name }))
-	return errors.Join(errs...)
 }
 
 // Do adds the Spec to wp's pod template. It is idempotent: Do twice is Do

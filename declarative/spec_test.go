@@ -141,7 +141,7 @@ func TestValidateNamesFieldAndIndex(t *testing.T) {
 func TestStatusDeepCopyIsIndependent(t *testing.T) {
 	orig := &declarative.Status{}
 	orig.SetObservedGeneration(3)
-	orig.Publish(declarative.Spec{
+	orig.Publish(3, declarative.Spec{
 		Env:        []corev1.EnvVar{{Name: "K_SINK", Value: "https://a"}},
 		Volumes:    []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}},
 		Containers: []corev1.Container{{Name: "side", Args: []string{"--x"}}},

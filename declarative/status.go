@@ -32,13 +32,24 @@ type Status struct {
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Declared *Spec `json:"declared,omitempty"`
+	// DeclaredGeneration is the generation of the Binding Declared was
+	// computed from; the kube-apiserver records it on the subjects it
+	// binds, so that a subject's record names exactly what it carries.
+	// +optional
+	DeclaredGeneration int64 `json:"declaredGeneration,omitempty"`
 }
 
-// Publish records spec as the Declared Spec. A Binding kind's
-// PublishStatus (psbinding.StatusPublisher) is one line:
+// Publish records spec, computed from the Binding at generation, as the
+// Declared Spec. A Binding kind's PublishStatus (psbinding.StatusPublisher)
+// is one line:
 //
-//	func (b *SinkBinding) PublishStatus() { b.Status.Publish(b.Declare()) }
-func (s *Status) Publish(spec Spec) { s.Declared = &spec }
+//	func (b *SinkBinding) PublishStatus() { b.Status.Publish(b.Generation, b.Declare()) }
+//
+// The reconciler publishes only a Binding that validates (Spec.Validate):
+// an invalid one keeps the last valid Spec published, with its generation.
+func (s *Status) Publish(generation int64, spec Spec) {
+	s.Declared, s.DeclaredGeneration = &spec, generation
+}
 
 // DeepCopyInto copies s into out, deeply.
 func (s *Status) DeepCopyInto(out *Status) {

@@ -16,8 +16,13 @@ import (
 )
 
 // DefaultDeclaredPath is where a declarative Binding publishes the
-// declarative.Spec it computed, for the policy to read as params.
-const DefaultDeclaredPath = "status.declared"
+// declarative.Spec it computed, for the policy to read as params;
+// DefaultDeclaredGenerationPath is where it publishes the generation of
+// the Binding the Spec was computed from (declarative.Status).
+const (
+	DefaultDeclaredPath           = "status.declared"
+	DefaultDeclaredGenerationPath = "status.declaredGeneration"
+)
 
 // The labels and the annotation the policy's CEL reads and writes,
 // repeated here as strings so this package does not import psbinding and
@@ -62,6 +67,10 @@ type MutatingPolicyOptions struct {
 	// DeclaredPath is where the Binding publishes its declarative.Spec.
 	// Default: DefaultDeclaredPath.
 	DeclaredPath string
+	// DeclaredGenerationPath is where the Binding publishes the generation
+	// the Spec was computed from, which the policy records on the subjects
+	// it binds. Default: DefaultDeclaredGenerationPath.
+	DeclaredGenerationPath string
 	// Shapes are the subject resources and where their pod spec is.
 	// Default: DefaultWorkloadShapes.
 	Shapes []WorkloadShape
@@ -99,28 +108,52 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 // apply a declarative Binding kind at admission, in the kube-apiserver:
 // one of each per kind, whatever the number of Bindings. The binding's
 // paramRef has no namespace and selects every Binding of the kind in the
-// admitted object's namespace (namespace isolation by construction); the
-// policy runs once per such Binding and, when the Binding's subject names
-// the object (apiVersion, kind, and name or selector.matchLabels), merges
-// the declared Spec the Binding published at DeclaredPath into the pod spec
-// with an apply configuration: env entries and volume mounts into every
-// container the Spec does not add, volumes, containers and init containers
-// by name. Objects labelled ExcludeLabel=true are not matched.
+// admitted object's namespace (namespace isolation by construction).
 //
-// The binding's match resources keep the policy out of
-// ExcludedNamespaces and of namespaces opted out (or not opted in), and a
-// Binding whose subject names another namespace matches nothing, as on the
-// webhook's path. A match also records the Binding, at its generation, in
-// the subject's BoundAnnotation, as the webhook does, so the reconciler
-// knows what to undo.
+// For each such Binding the kube-apiserver first evaluates the policy's
+// match conditions, which read the Binding as params; only a Binding that
+// passes them all costs a mutation (a merge of an apply configuration),
+// so an object no Binding names pays a few small expressions per Binding
+// of its namespace. A Binding passes when:
+//
+//   - it has published a declared Spec and the generation it was computed
+//     from (DeclaredPath, DeclaredGenerationPath): a Binding that has not
+//     (new, created while its controller is down, invalid, or too large
+//     to publish) is skipped, never an error, as the webhook skips a
+//     Binding it has not indexed yet; the reconciler binds the subjects
+//     it can once the Binding is published;
+//   - it is not being deleted, and its subject names the object:
+//     apiVersion, kind, and name or selector.matchLabels (a selector
+//     with matchExpressions matches nothing here; an empty selector
+//     matches every object of the kind, as on the webhook's path); a
+//     subject naming another namespace matches nothing;
+//   - the object is not held from that generation (HeldAnnotation), and,
+//     under a rollout policy, the object either records the Binding at
+//     that generation, or records nothing of it while the Binding's
+//     rollout of that generation is complete (a subject the rollout has
+//     not reached waits for its wave, a halted generation reaches no new
+//     subject; bare Pods and Jobs, which no rollout can reach later, are
+//     not held back but by a hold).
+//
+// The mutation merges the published Spec into the pod spec with an apply
+// configuration (env entries and volume mounts into every container the
+// Spec does not add, volumes, containers and init containers by name) and
+// records the Binding, with its UID and the published generation, in the
+// subject's BoundAnnotation, in place of its earlier entry: the record
+// names exactly the change the subject carries. Objects labelled
+// ExcludeLabel=true are not matched. The binding's match resources keep
+// the policy out of ExcludedNamespaces and of namespaces opted out (or not
+// opted in), as on the webhook's path.
+//
+// Every expression guards what it reads with has(), so no Binding and no
+// subject makes the policy fail: with failurePolicy Fail, only a failure
+// of the kube-apiserver itself refuses a create.
 //
 // Not expressed, left to the reconciler (documented in README): selectors
-// with matchExpressions (such a Binding matches nothing here; the
-// reconciler binds its subjects after they are created), envFrom (an
-// atomic list the kube-apiserver cannot merge), a Binding being deleted
-// (the webhook undoes it on a subject's update; here its finalizer's
-// reconcile does), and undoing a Binding the subject records but no
-// longer matches.
+// with matchExpressions, envFrom (an atomic list the kube-apiserver cannot
+// merge), a Binding being deleted (the webhook undoes it on a subject's
+// update; here its finalizer's reconcile does), and undoing a Binding the
+// subject records but no longer matches.
 func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding, error) {
 	gvr := opts.Resource
 	if gvr.Group == "" || gvr.Version == "" || gvr.Resource == "" || opts.Kind == "" {
@@ -133,80 +166,17 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
 		return nil, nil, fmt.Errorf("policy: MutatingPolicyOptions.Name %q: %s", name, strings.Join(msgs, "; "))
 	}
-	subject, err := celPath("SubjectPath", opts.SubjectPath, DefaultSubjectPath)
+	p, err := opts.paths()
 	if err != nil {
 		return nil, nil, err
 	}
-	declared, err := celPath("DeclaredPath", opts.DeclaredPath, DefaultDeclaredPath)
+	mutation, rules, err := opts.mutation(p)
 	if err != nil {
 		return nil, nil, err
-	}
-	shapes := opts.Shapes
-	if len(shapes) == 0 {
-		shapes = DefaultWorkloadShapes()
-	}
-	s, d := "params."+subject, "params."+declared
-	variables := []admissionregistrationv1.Variable{
-		{Name: "declared", Expression: "has(" + d + ") ? " + d + " : {}"},
-		{Name: "matches", Expression: "!has(params.metadata.deletionTimestamp) && has(" + s + ") && " +
-			s + ".apiVersion == object.apiVersion && " + s + ".kind == object.kind && " +
-			// Namespace isolation: a subject naming another namespace binds nothing.
-			"(!has(" + s + ".namespace) || " + s + ".namespace == '' || " + s + ".namespace == params.metadata.namespace) && " +
-			"(has(" + s + ".name) && " + s + ".name != '' ? " + s + ".name == object.metadata.name : " +
-			"has(" + s + ".selector) && (!has(" + s + ".selector.matchExpressions) || size(" + s + ".selector.matchExpressions) == 0) && " +
-			"(!has(" + s + ".selector.matchLabels) || " + s + ".selector.matchLabels.all(k, has(object.metadata.labels) && k in object.metadata.labels && object.metadata.labels[k] == " + s + ".selector.matchLabels[k])))"},
-		{Name: "added", Expression: "(has(variables.declared.containers) ? variables.declared.containers : []).map(c, c.name) + " +
-			"(has(variables.declared.initContainers) ? variables.declared.initContainers : []).map(c, c.name)"},
-		// The bound annotation as the webhook writes it (duck.Bound.String):
-		// this Binding's entry, at its generation, among the others, sorted.
-		{Name: "boundEntry", Expression: "'" + gvr.GroupResource().String() + "/' + params.metadata.name + ':' + string(params.metadata.generation)"},
-		{Name: "boundAll", Expression: "(has(object.metadata.annotations) && '" + BoundAnnotation + "' in object.metadata.annotations ? " +
-			"object.metadata.annotations['" + BoundAnnotation + "'].split(',') : []).map(e, e.trim())"},
-		{Name: "boundOthers", Expression: "variables.boundAll.filter(e, e != '' && !e.startsWith('" + gvr.GroupResource().String() + "/' + params.metadata.name + ':'))"},
-		// Under a rollout, a subject the rollout has not reached (it
-		// records an earlier generation) waits for its wave; one rolled
-		// back from this generation is held.
-		{Name: "rolling", Expression: "has(params.metadata.annotations) && '" + RolloutMaxChangingAnnotation + "' in params.metadata.annotations ? " +
-			"!(params.metadata.annotations['" + RolloutMaxChangingAnnotation + "'].trim() in ['0', 'off']) : " + strconv.FormatBool(opts.RolloutByDefault)},
-		{Name: "applies", Expression: "variables.matches && " +
-			"!(has(object.metadata.annotations) && '" + HeldAnnotation + "' in object.metadata.annotations && " +
-			"object.metadata.annotations['" + HeldAnnotation + "'] == variables.boundEntry) && " +
-			"!(variables.rolling && variables.boundAll.exists(e, e.startsWith('" + gvr.GroupResource().String() + "/' + params.metadata.name + ':') && e != variables.boundEntry))"},
 	}
 	// The defaults the kube-apiserver fills in, so that the stored specs
 	// equal the built ones and the Reconciler settles.
-	anyScope := admissionregistrationv1.AllScopes
 	equivalent := admissionregistrationv1.Equivalent
-	var rules []admissionregistrationv1.NamedRuleWithOperations
-	// One mutation for every shape, the bound annotation included: the
-	// kube-apiserver merges each mutation's apply configuration into the
-	// object with server-side apply, whose cost is per mutation, not per
-	// field (eight mutations, one per shape and the annotation's, made a
-	// create three times slower than one).
-	annotation := "metadata: Object.metadata{annotations: {'" + BoundAnnotation + "': " +
-		"(variables.boundOthers.filter(e, e < variables.boundEntry) + [variables.boundEntry] + " +
-		"variables.boundOthers.filter(e, e > variables.boundEntry)).join(',')}}"
-	apply := "!variables.applies ? Object{} : "
-	for i, sh := range shapes {
-		path, err := celPath(fmt.Sprintf("Shapes[%d].PodSpecPath", i), sh.PodSpecPath, "")
-		if err != nil {
-			return nil, nil, err
-		}
-		if strings.Split(path, ".")[0] == "metadata" {
-			return nil, nil, fmt.Errorf("policy: MutatingPolicyOptions.Shapes[%d].PodSpecPath %q: a pod spec is not under metadata", i, path)
-		}
-		rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-			Rule:       admissionregistrationv1.Rule{APIGroups: []string{sh.Group}, APIVersions: []string{"*"}, Resources: []string{sh.Resource}, Scope: &anyScope},
-		}})
-		apply += "request.resource.group == '" + sh.Group + "' && request.resource.resource == '" + sh.Resource + "' ? " +
-			"Object{" + annotation + ", " + podSpecFields(path) + "} : "
-	}
-	apply += "Object{" + annotation + "}"
-	mutations := []admissionregistrationv1.Mutation{{
-		PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
-		ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: apply},
-	}}
 	fail, ifNeeded := admissionregistrationv1.Fail, admissionregistrationv1.IfNeededReinvocationPolicy
 	allow := admissionregistrationv1.AllowAction
 	labels := map[string]string{ManagedByLabel: "bindkit"}
@@ -216,9 +186,9 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: gvr.GroupVersion().String(), Kind: opts.Kind},
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules, MatchPolicy: &equivalent,
 				NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{}},
-			MatchConditions:    matchConditions(opts.SkipPatchesBy),
-			Variables:          variables,
-			Mutations:          mutations,
+			MatchConditions:    opts.matchConditions(p),
+			Variables:          opts.variables(p),
+			Mutations:          []admissionregistrationv1.Mutation{mutation},
 			FailurePolicy:      &fail,
 			ReinvocationPolicy: ifNeeded,
 		},
@@ -234,6 +204,156 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 	return m, b, nil
 }
 
+// celPaths are the CEL expressions of what the policy reads of a Binding:
+// its subject, published Spec and generation, and rollout.
+type celPaths struct {
+	subject, declared, declaredGeneration, rollout string
+	// entry is the Binding's BoundAnnotation entry at its published
+	// generation; key its prefix for any generation; legacyKey that of an
+	// entry written before records named UIDs.
+	entry, key, legacyKey string
+}
+
+func (opts MutatingPolicyOptions) paths() (celPaths, error) {
+	subject, err := celPath("SubjectPath", opts.SubjectPath, DefaultSubjectPath)
+	if err != nil {
+		return celPaths{}, err
+	}
+	declared, err := celPath("DeclaredPath", opts.DeclaredPath, DefaultDeclaredPath)
+	if err != nil {
+		return celPaths{}, err
+	}
+	generation, err := celPath("DeclaredGenerationPath", opts.DeclaredGenerationPath, DefaultDeclaredGenerationPath)
+	if err != nil {
+		return celPaths{}, err
+	}
+	gr := opts.Resource.GroupResource().String()
+	p := celPaths{subject: "params." + subject, declared: "params." + declared, declaredGeneration: "params." + generation, rollout: "params.status.rollout",
+		key:       "'" + gr + "/' + params.metadata.name + '@' + params.metadata.uid + ':'",
+		legacyKey: "'" + gr + "/' + params.metadata.name + ':'"}
+	p.entry = p.key + " + string(" + p.declaredGeneration + ")"
+	return p, nil
+}
+
+// annotationList is the comma-separated list annotation key of the object,
+// trimmed entries, [] when absent.
+func annotationList(key string) string {
+	return "(has(object.metadata.annotations) && '" + key + "' in object.metadata.annotations ? " +
+		"object.metadata.annotations['" + key + "'].split(',').map(e, e.trim()) : [])"
+}
+
+// matchConditions are the tests a Binding (params) passes before it costs
+// a mutation; see MutatingPolicy. Each is total: has() guards every field
+// it reads, and a later condition relies on an earlier one only where a
+// false earlier one skips the Binding (the kube-apiserver ignores errors
+// of other conditions when one is false).
+func (opts MutatingPolicyOptions) matchConditions(p celPaths) []admissionregistrationv1.MatchCondition {
+	s := p.subject
+	out := []admissionregistrationv1.MatchCondition{{
+		Name: "not-excluded",
+		Expression: "!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
+			"object.metadata.labels['" + ExcludeLabel + "'] != 'true'",
+	}}
+	if opts.SkipPatchesBy != "" {
+		out = append(out, admissionregistrationv1.MatchCondition{
+			Name: OwnPatchesCondition,
+			// As the webhook's: an UPDATE's options carry its
+			// fieldManager, left out when empty, hence has().
+			Expression: fmt.Sprintf("!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == %s)", strconv.Quote(opts.SkipPatchesBy)),
+		})
+	}
+	published := "has(params.status) && has(" + p.declared + ") && has(" + p.declaredGeneration + ") && " +
+		"type(" + p.declaredGeneration + ") == int && " + p.declaredGeneration + " > 0 && type(" + p.declared + ") == map"
+	names := "!has(params.metadata.deletionTimestamp) && has(" + s + ") && has(" + s + ".apiVersion) && has(" + s + ".kind) && " +
+		s + ".apiVersion == object.apiVersion && " + s + ".kind == object.kind && " +
+		// Namespace isolation: a subject naming another namespace binds nothing.
+		"(!has(" + s + ".namespace) || " + s + ".namespace == '' || " + s + ".namespace == params.metadata.namespace) && " +
+		"(has(" + s + ".name) && " + s + ".name != '' ? " + s + ".name == object.metadata.name : " +
+		"has(" + s + ".selector) && (!has(" + s + ".selector.matchExpressions) || size(" + s + ".selector.matchExpressions) == 0) && " +
+		"(!has(" + s + ".selector.matchLabels) || " + s + ".selector.matchLabels.all(k, has(object.metadata.labels) && k in object.metadata.labels && object.metadata.labels[k] == " + s + ".selector.matchLabels[k])))"
+	held := "!" + annotationList(HeldAnnotation) + ".exists(e, e == " + p.entry + " || e == " + p.legacyKey + " + string(" + p.declaredGeneration + "))"
+	out = append(out,
+		admissionregistrationv1.MatchCondition{Name: "binding-published", Expression: published},
+		admissionregistrationv1.MatchCondition{Name: "binding-names-object", Expression: names},
+		admissionregistrationv1.MatchCondition{Name: "not-held", Expression: "!has(" + p.declaredGeneration + ") || " + held},
+		admissionregistrationv1.MatchCondition{Name: "rollout-reaches-object", Expression: opts.rolloutReaches(p)},
+	)
+	return out
+}
+
+// rolloutReaches is the condition under which a Binding's rollout policy
+// lets admission apply its published generation to the object: no policy;
+// the object records it at that generation; the object records nothing of
+// it and the rollout of that generation is complete; the object is a bare
+// Pod or a Job.
+func (opts MutatingPolicyOptions) rolloutReaches(p celPaths) string {
+	ro := p.rollout
+	rolling := "(has(params.metadata.annotations) && '" + RolloutMaxChangingAnnotation + "' in params.metadata.annotations ? " +
+		"!(params.metadata.annotations['" + RolloutMaxChangingAnnotation + "'].trim() in ['0', 'off']) : " + strconv.FormatBool(opts.RolloutByDefault) + ")"
+	mine := annotationList(BoundAnnotation) + ".filter(e, e.startsWith(" + p.key + ") || e.startsWith(" + p.legacyKey + "))"
+	complete := "has(params.status) && has(" + ro + ") && has(" + ro + ".generation) && " + ro + ".generation == " + p.declaredGeneration + " && " +
+		"(!has(" + ro + ".changing) || size(" + ro + ".changing) == 0) && (!has(" + ro + ".halted) || size(" + ro + ".halted) == 0) && " +
+		"has(" + ro + ".updated) && has(" + ro + ".total) && " + ro + ".updated >= " + ro + ".total"
+	admissionOnly := "(request.resource.group == '' && request.resource.resource == 'pods') || (request.resource.group == 'batch' && request.resource.resource == 'jobs')"
+	return "!has(" + p.declaredGeneration + ") || !" + rolling + " || " + admissionOnly + " || " +
+		"(size(" + mine + ") > 0 ? " + mine + ".all(e, e == " + p.entry + " || e == " + p.legacyKey + " + string(" + p.declaredGeneration + ")) : " + complete + ")"
+}
+
+// variables are what the mutation reads, evaluated only for a Binding
+// that passed the match conditions.
+func (opts MutatingPolicyOptions) variables(p celPaths) []admissionregistrationv1.Variable {
+	gr := opts.Resource.GroupResource().String()
+	return []admissionregistrationv1.Variable{
+		{Name: "declared", Expression: p.declared},
+		{Name: "added", Expression: "(has(variables.declared.containers) ? variables.declared.containers : []).map(c, c.name) + " +
+			"(has(variables.declared.initContainers) ? variables.declared.initContainers : []).map(c, c.name)"},
+		// The bound annotation as the webhook writes it (duck.Bound.String):
+		// this Binding's entry, at its published generation, among the
+		// others (a predecessor's of the same name, or one written before
+		// UIDs, replaced), sorted.
+		{Name: "boundEntry", Expression: p.entry},
+		{Name: "boundOthers", Expression: annotationList(BoundAnnotation) + ".filter(e, e != '' && !e.startsWith('" + gr + "/' + params.metadata.name + '@') && !e.startsWith(" + p.legacyKey + "))"},
+	}
+}
+
+// mutation is the one mutation for every shape, the bound annotation
+// included: the kube-apiserver merges each mutation's apply configuration
+// into the object with server-side apply, whose cost is per mutation, not
+// per field (eight mutations, one per shape and the annotation's, made a
+// create three times slower than one).
+func (opts MutatingPolicyOptions) mutation(celPaths) (admissionregistrationv1.Mutation, []admissionregistrationv1.NamedRuleWithOperations, error) {
+	shapes := opts.Shapes
+	if len(shapes) == 0 {
+		shapes = DefaultWorkloadShapes()
+	}
+	anyScope := admissionregistrationv1.AllScopes
+	var rules []admissionregistrationv1.NamedRuleWithOperations
+	annotation := "metadata: Object.metadata{annotations: {'" + BoundAnnotation + "': " +
+		"(variables.boundOthers.filter(e, e < variables.boundEntry) + [variables.boundEntry] + " +
+		"variables.boundOthers.filter(e, e > variables.boundEntry)).join(',')}}"
+	var apply string
+	for i, sh := range shapes {
+		path, err := celPath(fmt.Sprintf("Shapes[%d].PodSpecPath", i), sh.PodSpecPath, "")
+		if err != nil {
+			return admissionregistrationv1.Mutation{}, nil, err
+		}
+		if strings.Split(path, ".")[0] == "metadata" {
+			return admissionregistrationv1.Mutation{}, nil, fmt.Errorf("policy: MutatingPolicyOptions.Shapes[%d].PodSpecPath %q: a pod spec is not under metadata", i, path)
+		}
+		rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{sh.Group}, APIVersions: []string{"*"}, Resources: []string{sh.Resource}, Scope: &anyScope},
+		}})
+		apply += "request.resource.group == '" + sh.Group + "' && request.resource.resource == '" + sh.Resource + "' ? " +
+			"Object{" + annotation + ", " + podSpecFields(path) + "} : "
+	}
+	apply += "Object{" + annotation + "}"
+	return admissionregistrationv1.Mutation{
+		PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
+		ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: apply},
+	}, rules, nil
+}
+
 // The rollout annotations the policy reads (psbinding's, repeated):
 // RolloutMaxChangingAnnotation on a Binding, HeldAnnotation on a subject.
 const (
@@ -244,25 +364,6 @@ const (
 // OwnPatchesCondition names the match condition that spares the
 // reconciler's own patches (psbinding.OwnPatchesCondition, repeated).
 const OwnPatchesCondition = "bindings.bindkit.dev/not-own-patch"
-
-// matchConditions leave alone objects labelled ExcludeLabel=true and,
-// with skipPatchesBy, the updates that field manager sends.
-func matchConditions(skipPatchesBy string) []admissionregistrationv1.MatchCondition {
-	out := []admissionregistrationv1.MatchCondition{{
-		Name: "not-excluded",
-		Expression: "!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
-			"object.metadata.labels['" + ExcludeLabel + "'] != 'true'",
-	}}
-	if skipPatchesBy != "" {
-		out = append(out, admissionregistrationv1.MatchCondition{
-			Name: OwnPatchesCondition,
-			// As the webhook's: an UPDATE's options carry its
-			// fieldManager, left out when empty, hence has().
-			Expression: fmt.Sprintf("!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == %s)", strconv.Quote(skipPatchesBy)),
-		})
-	}
-	return out
-}
 
 // namespaceSelector is where the webhook would be called: not in the
 // excluded namespaces, and not in a namespace opted out (or, under

@@ -199,7 +199,7 @@ func createBinding(t testing.TB, dyn dynamic.Interface, ns, name string, subject
 	if err != nil {
 		t.Fatalf("create EnvBinding %s/%s: %v", ns, name, err)
 	}
-	got.Object["status"] = map[string]any{"declared": declared}
+	got.Object["status"] = map[string]any{"declared": declared, "declaredGeneration": got.GetGeneration()}
 	if _, err := dyn.Resource(envBindings).Namespace(ns).UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("publish declared spec of EnvBinding %s/%s: %v", ns, name, err)
 	}

@@ -191,6 +191,9 @@ func NewAdmissionReconciler(cfg AdmissionConfig) (*AdmissionReconciler, error) {
 	ac.shapes = cfg.Shapes
 	ac.withContext = cfg.WithContext
 	ac.rollout = cfg.Rollout
+	if cfg.Validate != nil {
+		ac.validate = cfg.Settings.validate
+	}
 	ac.excludedNamespaces = admissionExcluded(cfg)
 	ac.logger = cfg.Logger
 	if !cfg.BindingResource.Empty() {

@@ -24,6 +24,9 @@ type admitter struct {
 	index       atomic.Pointer[index[Bindable]]
 	shapes      duck.Shapes
 	withContext BindableContext // nil: Do and Undo run in the request's context
+	// validate, if set, leaves invalid Bindings out of the index
+	// (Settings.Validate).
+	validate func(Bindable) error
 	// rollout is the kind's default rollout policy (Settings.Rollout).
 	rollout *RolloutPolicy
 	// excludedNamespaces are never mutated, whatever the webhook
@@ -89,7 +92,9 @@ func (a *admitter) boundBy(b Bindable) (duck.BoundBy, bool) {
 // setIndex replaces the index Admit consults and returns the Bindings that
 // could not be indexed.
 func (a *admitter) setIndex(bindings []Bindable) []error {
-	ix, errs := a.index.Load().rebuild(bindings, indexingBindable)
+	of := indexingBindable
+	of.validate = a.validate
+	ix, errs := a.index.Load().rebuild(bindings, of)
 	a.index.Store(ix)
 	return errs
 }

@@ -82,6 +82,9 @@ type indexing[B any] struct {
 	// called only for Bindings the previous build did not parse at the
 	// same version.
 	subject func(B) tracker.Reference
+	// validate, if set, says whether a Binding is valid; an invalid one is
+	// left out. It is called when subject is.
+	validate func(B) error
 }
 
 // newIndex indexes bindings by subject. A Binding whose reference does not
@@ -116,6 +119,11 @@ func (prev *index[B]) rebuild(bindings []B, of indexing[B]) (*index[B], []error)
 		p, same := prev.parsedAs(key, version)
 		if !same {
 			p = parseSubject(of.subject(b), ns, name, version)
+			if p.err == nil && of.validate != nil {
+				if err := of.validate(b); err != nil {
+					p.err = fmt.Errorf("binding %s/%s: %w", ns, name, err)
+				}
+			}
 		}
 		ix.parsed[key] = p
 		if p.err != nil {

@@ -287,7 +287,10 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	// The generation first: conditions record the generation they describe.
 	status.SetObservedGeneration(b.GetGeneration())
 	status.InitializeConditions()
-	reconcileErr := r.publishStatus(b)
+	reconcileErr := r.checkValid(ctx, b)
+	if reconcileErr == nil {
+		reconcileErr = r.publishStatus(b)
+	}
 	if reconcileErr == nil {
 		reconcileErr = r.reconcileBinding(ctx, b)
 	}
@@ -302,6 +305,24 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 		return errors.Join(reconcileErr, err)
 	}
 	return reconcileErr
+}
+
+// checkValid marks b not Ready, binding nothing, when Settings.Validate
+// refuses it (a panic included); the error waits for b to change.
+func (r *BaseReconciler) checkValid(ctx context.Context, b Bindable) error {
+	err := r.validate(b)
+	if err == nil {
+		return nil
+	}
+	reason := ReasonBindingInvalid
+	if _, ok := errors.AsType[*PanicError](err); ok {
+		reason = ReasonBindingPanicked
+	} else {
+		err = fmt.Errorf("%s: invalid, nothing of it is applied: %w", describe(b), err)
+	}
+	b.GetBindingStatus().MarkBindingUnavailable(reason, err.Error())
+	r.warn(ctx, b, reason, err)
+	return controller.NewPermanentError(err)
 }
 
 // publishStatus lets a StatusPublisher publish; a panic marks the Binding

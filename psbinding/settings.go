@@ -48,6 +48,26 @@ type Settings struct {
 	// (RolloutPolicy); a Binding's rollout annotations override it. Nil,
 	// the default, patches every subject at once.
 	Rollout *RolloutPolicy
+	// Validate, if set, says whether a Binding can be applied, with an
+	// error naming the field when it cannot: such a Binding is not
+	// published (its StatusPublisher is not called, so what it published
+	// last stays), binds and unbinds nothing (Ready False, reason
+	// ReasonBindingInvalid), and admission leaves it out. Its panic is
+	// contained like Do's. wiring.New sets it for a declarative kind
+	// (declarative.Spec.Validate).
+	Validate func(Bindable) error
+}
+
+// ReasonBindingInvalid is the Ready reason of a Binding that Settings.Validate
+// refuses: nothing of it reaches a subject.
+const ReasonBindingInvalid = "BindingInvalid"
+
+// validate runs Validate on b with its panic contained; nil without one.
+func (s *Settings) validate(b Bindable) error {
+	if s.Validate == nil {
+		return nil
+	}
+	return containErr(b, "Validate", "", func() error { return s.Validate(b) })
 }
 
 // fieldManager is the field manager of every write: FieldManager, else the

@@ -203,6 +203,11 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 		FieldManager: opts.FieldManager,
 		Rollout:      opts.Rollout,
 	}
+	if declarativeKind {
+		// What a declarative Binding adds is validated as a pod would be
+		// before anything of it is published or applied.
+		settings.Validate = validateDeclared
+	}
 
 	b.Controller = func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		inf := informer(ctx)

@@ -29,10 +29,23 @@ func isDeclarative[PT any]() (bool, error) {
 	}
 	if _, ok := any(b).(psbinding.StatusPublisher); !ok {
 		return true, fmt.Errorf("%v is a declarative.Declarer but not a psbinding.StatusPublisher: "+
-			"add PublishStatus, publishing Declare() in a declarative.Status (b.Status.Publish(b.Declare())), so that the admission policy can read it",
+			"add PublishStatus, publishing Declare() in a declarative.Status (b.Status.Publish(b.Generation, b.Declare())), so that the admission policy can read it",
 			reflect.TypeFor[PT]())
 	}
 	return true, nil
+}
+
+// validateDeclared is Settings.Validate for a declarative kind: the Spec it
+// declares (declarative.Spec.Validate).
+func validateDeclared(b psbinding.Bindable) error {
+	d, ok := b.(declarative.Declarer)
+	if !ok {
+		return nil
+	}
+	if err := d.Declare().Validate(); err != nil {
+		return fmt.Errorf("declared Spec: %w", err)
+	}
+	return nil
 }
 
 // policyAdmission returns the admission controller of a declarative kind

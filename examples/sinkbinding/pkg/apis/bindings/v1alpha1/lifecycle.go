@@ -91,4 +91,4 @@ func (b *SinkBinding) Undo(_ context.Context, wp *duck.WithPod) { b.Declare().Un
 
 // PublishStatus implements psbinding.StatusPublisher: the declared Spec, in
 // status.declared, for the admission policy.
-func (b *SinkBinding) PublishStatus() { b.Status.Publish(b.Declare()) }
+func (b *SinkBinding) PublishStatus() { b.Status.Publish(b.Generation, b.Declare()) }
