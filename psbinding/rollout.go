@@ -179,4 +179,3 @@ func (s *Settings) rolloutPolicy(b Bindable) (RolloutPolicy, error) {
 	}
 	return p, errors.Join(errs...)
 }
-
