@@ -515,3 +515,7 @@ func diffStringMap(ops []jsonpatch.Operation, prefix, field string, a, b map[str
 	}
 	return ops
 }
+
+// AnnotationPath is the JSON pointer of an object's annotation key:
+// "/metadata/annotations/" and the key, escaped (RFC 6901).
+func AnnotationPath(key string) string { return "/metadata/annotations/" + escapeToken(key) }

@@ -20,9 +20,10 @@
 // MutatingPolicy builds the second: the MutatingAdmissionPolicy that
 // admits the subjects of a declarative Binding kind (package declarative)
 // in the kube-apiserver, from the Spec each Binding publishes in its
-// status, in place of the webhook. WebhookOff takes the kind's webhook out
-// of the path once the policy is in force, and RemoveMutatingPolicy undoes
-// it when the kind goes back to the webhook. Admission (ByPolicy, the
+// status, in place of the webhook; RemoveMutatingPolicy removes it when
+// the kind goes back to the webhook. When the webhook leaves the path, and
+// when it comes back, is package wiring's: each path stays until the
+// other is seen in force, by a probe through the kube-apiserver. Admission (ByPolicy, the
 // default, or ByWebhook) is the process's choice, which package wiring
 // reads when it builds a kind's admission (see wiring.Kind.Declarative).
 package policy

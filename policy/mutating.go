@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,6 +10,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -463,3 +466,31 @@ type keyed[T any, PT interface {
 
 // Name implements Object.
 func (k *keyed[T, PT]) Name() string { return BindingKeyPrefix + k.Desired.GetName() }
+
+// RemoveMutatingPolicy deletes the MutatingAdmissionPolicyBinding and then
+// the MutatingAdmissionPolicy named name, when they exist: what a process
+// admitting a kind by webhook does, once its webhook is programmed, with
+// what an earlier process admitting it by policy left. Until then both
+// admit a subject, which binds it once: the derived Do and the policy set
+// entries by name.
+func RemoveMutatingPolicy(ctx context.Context, kube kubernetes.Interface, name string) (removed bool, err error) {
+	api := kube.AdmissionregistrationV1()
+	var errs []error
+	for _, del := range []struct {
+		kind string
+		f    func() error
+	}{
+		{"MutatingAdmissionPolicyBinding", func() error {
+			return api.MutatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		}},
+		{"MutatingAdmissionPolicy", func() error { return api.MutatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}) }},
+	} {
+		switch err := del.f(); {
+		case err == nil:
+			removed = true
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("%s %s: delete: %w", del.kind, name, err))
+		}
+	}
+	return removed, errors.Join(errs...)
+}

@@ -100,6 +100,12 @@ type AdmissionConfig struct {
 	// webhook too, which gives it nothing it does not have already: any
 	// writer of a subject can opt it out of both paths with ExcludeLabel.
 	CallOnOwnPatches bool
+	// WebhookOff, if set, says when another admission path has the kind
+	// (a declarative kind's MutatingAdmissionPolicy, seen in force): while
+	// it returns true the webhook is programmed with no rules, so the
+	// kube-apiserver no longer calls it, and the rest of the
+	// configuration is kept as programmed. Default: never.
+	WebhookOff func() bool
 }
 
 // AdmissionReconciler binds subjects as they are created or updated. It is
@@ -345,6 +351,9 @@ func (ac *AdmissionReconciler) reconcileConfiguration(ctx context.Context, bindi
 	caBundle, err := ac.caBundle(current)
 	if err != nil {
 		return err
+	}
+	if ac.cfg.WebhookOff != nil && ac.cfg.WebhookOff() {
+		bindings = nil // no rules: the other path admits
 	}
 	resources, namespaces := ac.scope(bindings)
 	spec := webhookSpec{

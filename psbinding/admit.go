@@ -134,6 +134,9 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return decodeRefusal(ctx, fmt.Sprintf("%s %s/%s: decode metadata", gk, req.Namespace, req.Name), nil, err)
 	}
+	if meta.Labels[ProbeLabel] != "" {
+		return probeAnswer()
+	}
 	if meta.Labels[ExcludeLabel] == "true" {
 		// The configuration's object selector keeps such objects away; this
 		// holds while an edited configuration is being restored.

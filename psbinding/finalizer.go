@@ -134,7 +134,7 @@ func addFinalizerOp(b Bindable, finalizer string) jsonpatch.Operation {
 
 // setAnnotationOps sets (or, for an empty value, removes) one annotation.
 func setAnnotationOps(b Bindable, key, value string) []jsonpatch.Operation {
-	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+	path := duck.AnnotationPath(key)
 	old, present := b.GetAnnotations()[key]
 	switch {
 	case value == "" && !present:

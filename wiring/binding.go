@@ -240,16 +240,17 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 			inf.Informer().AddEventHandler(handler)
 			return listAll(inf.Lister())
 		}
-		if declarativeKind {
-			if impl := b.policyAdmission(ctx, opts); impl != nil {
-				return impl
-			}
-		}
-		return b.webhookAdmission(ctx, gla, psbinding.AdmissionConfig{
+		cfg := psbinding.AdmissionConfig{
 			Settings:         settings,
 			WebhookName:      b.WebhookName,
 			CallOnOwnPatches: opts.CallOnOwnPatches,
-		}, declarativeKind)
+		}
+		if declarativeKind {
+			if impl := b.policyAdmission(ctx, opts, gla, cfg); impl != nil {
+				return impl
+			}
+		}
+		return b.webhookAdmission(ctx, gla, cfg, declarativeKind)
 	}
 	return b, nil
 }

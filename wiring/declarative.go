@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/controller/logging"
@@ -51,13 +53,14 @@ func validateDeclared(b psbinding.Bindable) error {
 // policyAdmission returns the admission controller of a declarative kind
 // that the kube-apiserver admits by MutatingAdmissionPolicy, or nil, after
 // logging why, when this one cannot be: the process chose the webhook
-// (webhook.Options.DeclarativeByWebhook), the kube-apiserver does not serve the policy, or the
-// kind binds custom shapes the policy does not know. The Impl keeps the
-// policy and its binding programmed and the kind's webhook out of the path
-// (policy.WebhookOff); its Reconciler is no webhook.Admitter, so a process
-// whose kinds are all admitted so runs no webhook server and needs no
-// certificates.
-func (b *Kind) policyAdmission(ctx context.Context, opts Options) *controller.Impl {
+// (webhook.Options.DeclarativeByWebhook), the kube-apiserver does not
+// serve the policy, or the kind binds custom shapes the policy does not
+// know. The Impl keeps the policy and its binding programmed, and the
+// kind's webhook in the path until the policy is seen in force (handover),
+// then out of it: its Reconciler is the webhook's admission controller
+// too, so the process serves the webhook, and no subject is created while
+// neither path admits.
+func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig) *controller.Impl {
 	logger := logging.FromContext(ctx).With(zap.String("kind", b.GVK.Kind), zap.String("resource", b.GVR.GroupResource().String()))
 	switch {
 	case webhook.GetOptions(ctx).DeclarativeByWebhook:
@@ -80,14 +83,14 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options) *controller.Im
 	factory := injection.NamedKubeInformerFactory(ctx, name).Admissionregistration().V1()
 	policies := factory.MutatingAdmissionPolicies()
 	bindings := factory.MutatingAdmissionPolicyBindings()
-	configurations := injection.NamedKubeInformerFactory(ctx, b.WebhookConfigurationName).Admissionregistration().V1().MutatingWebhookConfigurations()
+	fieldManager := cmp.Or(opts.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
 	popts := policy.MutatingPolicyOptions{
 		Resource:           b.GVR,
 		Kind:               b.GVK.Kind,
 		Name:               name,
 		ExcludedNamespaces: ExcludedNamespaces(ctx),
 		// The reconciler's field manager, as the process will name it.
-		SkipPatchesBy:    cmp.Or(opts.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager),
+		SkipPatchesBy:    fieldManager,
 		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
 		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
 	}
@@ -95,41 +98,62 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options) *controller.Im
 	if err != nil {
 		panic(err)
 	}
-	off := &policy.WebhookOff{
-		Configuration:  b.WebhookConfigurationName,
-		Webhook:        b.WebhookName,
-		Configurations: configurations.Lister().Get,
-		Kube:           kube,
-		PolicyBinding:  name,
-		PolicyBindings: bindings.Lister().Get,
-		FieldManager:   b.ControllerName,
+	h := &handover{
+		logger:    logger,
+		probeKey:  probeKeyPrefix + name,
+		policy:    name,
+		policies:  policies.Lister(),
+		pbindings: bindings.Lister(),
 	}
-	r, err := policy.NewReconciler(policy.Options{Objects: append(objects, off), Logger: logger})
+	h.objects, err = policy.NewReconciler(policy.Options{Objects: notifying(objects, h.changed), Logger: logger})
 	if err != nil {
 		panic(err)
 	}
-	impl := controller.NewImpl(r, logger, name)
-	policies.Informer().AddEventHandler(controller.HandleAll(func(any) { impl.EnqueueKey(name) }))
+	cfg.WebhookOff = h.inForce.Load
+	impl := newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
+		list := gla(ctx, handler)
+		gla(ctx, controller.HandleAll(func(any) { h.bindingChanged() }))
+		h.prober = b.prober(ctx, list, fieldManager+"-probe")
+		return list
+	}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
+		h.AdmissionReconciler = ac
+		return h
+	})
+	h.enqueue = impl.EnqueueKey
+	policies.Informer().AddEventHandler(controller.HandleAll(func(any) { impl.EnqueueKey(name); impl.EnqueueKey(h.probeKey) }))
 	bindings.Informer().AddEventHandler(controller.HandleAll(func(any) {
 		impl.EnqueueKey(policy.BindingKeyPrefix + name)
-		impl.EnqueueKey(off.Name())
+		impl.EnqueueKey(h.probeKey)
 	}))
-	configurations.Informer().AddEventHandler(controller.HandleAll(func(any) { impl.EnqueueKey(off.Name()) }))
-	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies the Bindings' declared specs; the kind's webhook is taken out of the path",
+	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies the Bindings' declared specs; the kind's webhook admits until the policy is seen in force, then leaves the path",
 		zap.String("policy", name), zap.String("webhookConfiguration", b.WebhookConfigurationName))
 	return impl
 }
 
+// prober is the kind's probe of its admission path (see prober), listing
+// the Bindings through list.
+func (b *Kind) prober(ctx context.Context, list psbinding.ListAll, fieldManager string) *prober {
+	excluded := ExcludedNamespaces(ctx)
+	return &prober{
+		kube: injection.KubeClient(ctx), dyn: injection.DynamicClient(ctx), mapper: injection.RESTMapper(ctx),
+		resource: b.GVR.GroupResource(), list: list, fieldManager: fieldManager,
+		excluded: func(ns string) bool { return slices.Contains(excluded, ns) },
+	}
+}
+
 // retiringAdmission is a declarative kind's admission by webhook. Once
-// its webhook is in the path (or there is nothing to admit), it removes
-// the policy an earlier process admitting the kind by policy left: until
-// then both admit, which binds a subject once, so no subject created
-// during the switch is left unbound.
+// its webhook is seen in the path (a probe through the kube-apiserver
+// reaches it), or there is nothing to admit, it removes the policy an
+// earlier process admitting the kind by policy left: until then both
+// admit, which binds a subject once, so no subject created during the
+// switch is left unbound.
 type retiringAdmission struct {
 	*psbinding.AdmissionReconciler
 	kube       kubernetes.Interface
 	logger     *zap.Logger
 	policyName string
+	prober     *prober
+	seen       int // consecutive probes that reached the webhook
 	retired    atomic.Bool
 }
 
@@ -141,6 +165,20 @@ func (r *retiringAdmission) Reconcile(ctx context.Context, key string) error {
 	_, inPath, err := r.PublishedCABundle()
 	if err != nil || (!inPath && r.IndexedBindings() > 0) {
 		return err // the configuration's update brings the key back
+	}
+	if inPath {
+		res, ok, err := r.prober.probe(ctx)
+		switch {
+		case err != nil:
+			r.logger.Info("probe of the admission path failed; the admission policy stays until the webhook is seen in the path", zap.Error(err))
+			return controller.NewRequeueAfter(probeRetry)
+		case ok && !res.webhookCalled:
+			r.seen = 0
+			return controller.NewRequeueAfter(probeInterval)
+		case ok && r.seen+1 < probesInForce:
+			r.seen++
+			return controller.NewRequeueAfter(probeInterval)
+		}
 	}
 	removed, err := policy.RemoveMutatingPolicy(ctx, r.kube, r.policyName)
 	if err != nil {
@@ -161,7 +199,14 @@ func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, c
 		return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, cfg, nil)
 	}
 	name := policy.MutatingPolicyName(b.GVR.GroupResource())
-	return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
-		return &retiringAdmission{AdmissionReconciler: ac, kube: injection.KubeClient(ctx), logger: logging.FromContext(ctx), policyName: name}
+	fieldManager := cmp.Or(cfg.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
+	r := &retiringAdmission{kube: injection.KubeClient(ctx), logger: logging.FromContext(ctx), policyName: name}
+	return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
+		list := gla(ctx, handler)
+		r.prober = b.prober(ctx, list, fieldManager+"-probe")
+		return list
+	}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
+		r.AdmissionReconciler = ac
+		return r
 	})
 }

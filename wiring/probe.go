@@ -1,0 +1,236 @@
+package wiring
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/tracker"
+)
+
+// prober asks the kube-apiserver, by a server-side dry run, which
+// admission path of a declarative kind is in force: it picks a Binding
+// that has published its Spec and names subjects of a built-in kind, and
+// dry-runs the create of an object that Binding names (or, when the
+// Binding names an object that exists, a patch of it that takes the
+// Binding's record away), labelled psbinding.ProbeLabel. The policy, in
+// force, records the Binding at its published generation on the result;
+// the webhook, called, marks it with psbinding.ProbeAnswerAnnotation and
+// changes nothing else. Nothing is stored. It needs create (and patch) on
+// the subjects' kinds: a dry run is authorized as the write it simulates.
+type prober struct {
+	kube     kubernetes.Interface
+	dyn      dynamic.Interface
+	mapper   meta.RESTMapper
+	resource schema.GroupResource // the Bindings'
+	list     psbinding.ListAll
+	// excluded says whether admission never acts in a namespace.
+	excluded func(ns string) bool
+	// fieldManager names the probe's writes: not the reconciler's, whose
+	// patches both paths skip.
+	fieldManager string
+}
+
+// probeResult is what one probe saw.
+type probeResult struct {
+	binding                      string // namespace/name of the Binding probed with
+	policyApplied, webhookCalled bool
+}
+
+// probe dry-runs one object; ok is false when no Binding can be probed
+// with (none is published, or none names a built-in kind where admission
+// acts): then there is nothing to admit either.
+func (p *prober) probe(ctx context.Context) (res probeResult, ok bool, err error) {
+	bindings, err := p.list()
+	if err != nil {
+		return probeResult{}, false, err
+	}
+	slices.SortFunc(bindings, func(a, b psbinding.Bindable) int {
+		return strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
+	})
+	for _, b := range bindings {
+		target, published := p.target(ctx, b)
+		if !published {
+			continue
+		}
+		got, err := p.dryRun(ctx, target)
+		if err != nil {
+			return probeResult{}, false, fmt.Errorf("probe with binding %s/%s: %w", b.GetNamespace(), b.GetName(), err)
+		}
+		by := duck.BoundBy{Resource: p.resource, Name: b.GetName(), UID: b.GetUID()}
+		gen, recorded := duck.BoundGeneration(got.GetAnnotations(), by)
+		return probeResult{
+			binding:       b.GetNamespace() + "/" + b.GetName(),
+			policyApplied: recorded && gen == target.generation,
+			webhookCalled: got.GetAnnotations()[psbinding.ProbeAnswerAnnotation] == psbinding.ProbeAnswerWebhook,
+		}, true, nil
+	}
+	return probeResult{}, false, nil
+}
+
+// probeTarget is the object a probe dry-runs, for one Binding.
+type probeTarget struct {
+	gvr        schema.GroupVersionResource
+	obj        *unstructured.Unstructured
+	by         duck.BoundBy
+	generation int64 // published
+}
+
+// target builds the probe object for b, when b has published a Spec and
+// names subjects the policy binds, in a namespace where admission acts.
+func (p *prober) target(ctx context.Context, b psbinding.Bindable) (probeTarget, bool) {
+	if b.GetDeletionTimestamp() != nil || p.excluded(b.GetNamespace()) {
+		return probeTarget{}, false
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
+	if err != nil {
+		return probeTarget{}, false
+	}
+	gen, _, _ := unstructured.NestedInt64(content, "status", "declaredGeneration")
+	if _, has, _ := unstructured.NestedMap(content, "status", "declared"); !has || gen <= 0 {
+		return probeTarget{}, false
+	}
+	ref := b.GetSubject()
+	if (ref.Namespace != "" && ref.Namespace != b.GetNamespace()) || (ref.Selector != nil && len(ref.Selector.MatchExpressions) > 0) {
+		return probeTarget{}, false
+	}
+	gvk, err := ref.GroupVersionKind()
+	if err != nil {
+		return probeTarget{}, false
+	}
+	mapping, err := p.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return probeTarget{}, false
+	}
+	if ns, err := p.kube.CoreV1().Namespaces().Get(ctx, b.GetNamespace(), metav1.GetOptions{}); err != nil || ns.Labels[psbinding.ExcludeLabel] == "true" {
+		return probeTarget{}, false
+	}
+	obj, err := probeObject(gvk, b.GetNamespace(), ref)
+	if err != nil {
+		return probeTarget{}, false
+	}
+	return probeTarget{gvr: mapping.Resource, obj: obj, by: duck.BoundBy{Resource: p.resource, Name: b.GetName(), UID: b.GetUID()}, generation: gen}, true
+}
+
+// dryRun creates the target's object in a dry run; when the Binding names
+// an object that exists, it patches that one instead, taking the
+// Binding's record away so that the policy's shows.
+func (p *prober) dryRun(ctx context.Context, t probeTarget) (*unstructured.Unstructured, error) {
+	client := p.dyn.Resource(t.gvr).Namespace(t.obj.GetNamespace())
+	dry := []string{metav1.DryRunAll}
+	got, err := client.Create(ctx, t.obj, metav1.CreateOptions{DryRun: dry, FieldManager: p.fieldManager})
+	if !apierrors.IsAlreadyExists(err) {
+		return got, err
+	}
+	cur, err := client.Get(ctx, t.obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bound := duck.BoundOf(cur.GetAnnotations())
+	for e := range bound {
+		if e.Matches(t.by) {
+			delete(bound, e)
+		}
+	}
+	var boundValue any = bound.String()
+	if len(bound) == 0 {
+		boundValue = nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{psbinding.ProbeLabel: t.obj.GetLabels()[psbinding.ProbeLabel]},
+		"annotations": map[string]any{duck.BoundAnnotation: boundValue, probeNonceAnnotation: t.obj.GetLabels()[psbinding.ProbeLabel]},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return client.Patch(ctx, t.obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{DryRun: dry, FieldManager: p.fieldManager})
+}
+
+// probeNonceAnnotation is on every probe object, so that the webhook's
+// answer, an annotation, always has annotations to go into.
+const probeNonceAnnotation = "bindings.bindkit.dev/probe-nonce"
+
+// probeObject is an object of kind gvk in ns that ref names: its name, or
+// a fresh name with the selector's labels. Its pods would run a pause
+// container as the restricted Pod Security Standard asks; it is only ever
+// dry-run.
+func probeObject(gvk schema.GroupVersionKind, ns string, ref tracker.Reference) (*unstructured.Unstructured, error) {
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, err
+	}
+	id := hex.EncodeToString(nonce[:])
+	labels := map[string]string{psbinding.ProbeLabel: id}
+	if ref.Selector != nil {
+		maps.Copy(labels, ref.Selector.MatchLabels)
+	}
+	name := ref.Name
+	if name == "" {
+		name = "bindkit-probe-" + id
+	}
+	om := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: map[string]string{probeNonceAnnotation: id}}
+	podLabels := map[string]string{"bindkit-probe": id}
+	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: probePodSpec()}
+	selector := &metav1.LabelSelector{MatchLabels: podLabels}
+	var obj runtime.Object
+	switch gvk.GroupKind() {
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
+		obj = &appsv1.Deployment{ObjectMeta: om, Spec: appsv1.DeploymentSpec{Selector: selector, Template: template}}
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		obj = &appsv1.StatefulSet{ObjectMeta: om, Spec: appsv1.StatefulSetSpec{Selector: selector, Template: template}}
+	case schema.GroupKind{Group: "apps", Kind: "DaemonSet"}:
+		obj = &appsv1.DaemonSet{ObjectMeta: om, Spec: appsv1.DaemonSetSpec{Selector: selector, Template: template}}
+	case schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}:
+		obj = &appsv1.ReplicaSet{ObjectMeta: om, Spec: appsv1.ReplicaSetSpec{Selector: selector, Template: template}}
+	case schema.GroupKind{Group: "batch", Kind: "Job"}:
+		template.Spec.RestartPolicy = corev1.RestartPolicyNever
+		obj = &batchv1.Job{ObjectMeta: om, Spec: batchv1.JobSpec{Template: template}}
+	case schema.GroupKind{Group: "batch", Kind: "CronJob"}:
+		template.Spec.RestartPolicy = corev1.RestartPolicyNever
+		obj = &batchv1.CronJob{ObjectMeta: om, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: template}}}}
+	case schema.GroupKind{Kind: "Pod"}:
+		om.Labels = labels
+		obj = &corev1.Pod{ObjectMeta: om, Spec: probePodSpec()}
+	default:
+		return nil, fmt.Errorf("no probe object for %s", gvk.GroupKind())
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// probePodSpec is a pause container under the restricted Pod Security
+// Standard.
+func probePodSpec() corev1.PodSpec {
+	no, yes := false, true
+	return corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		Containers: []corev1.Container{{Name: "probe", Image: "registry.k8s.io/pause:3.10", SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &no, RunAsNonRoot: &yes, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}}},
+	}
+}
