@@ -41,10 +41,10 @@ func TestDeclarativeKindChoosesItsAdmission(t *testing.T) {
 	notServed := []*metav1.APIResourceList{{GroupVersion: "admissionregistration.k8s.io/v1", APIResources: []metav1.APIResource{
 		{Name: "mutatingwebhookconfigurations"}}}}
 	for _, tc := range []struct {
-		name       string
-		resources  []*metav1.APIResourceList
-		admission  policy.Admission
-		wantLog    string
+		name      string
+		resources []*metav1.APIResourceList
+		admission policy.Admission
+		wantLog   string
 	}{
 		{"served, default", served, "", "admission by MutatingAdmissionPolicy"},
 		{"served, webhook chosen", served, policy.ByWebhook, "admission by webhook: the process admits declarative kinds by webhook (--declarative-admission=webhook)"},
