@@ -108,6 +108,15 @@ type Options struct {
 	// TypeMeta is empty. Default: client-go's scheme; the Bindings the
 	// controller reads carry their TypeMeta, so it needs no more.
 	Scheme *runtime.Scheme
+	// WithoutNamespaceGuard leaves out the kind's namespace guard, which
+	// the Webhook constructor otherwise keeps programmed: a
+	// ValidatingAdmissionPolicy that refuses, at create and update, a
+	// Binding whose subject names another namespace (policy.NamespaceGuard,
+	// reading the subject at policy.DefaultSubjectPath). Opt out only for a
+	// kind whose CRD keeps its subject elsewhere and refuses such a Binding
+	// itself; the reconciler and admission never act outside a Binding's
+	// namespace either way.
+	WithoutNamespaceGuard bool
 }
 
 // Kind is one Binding kind, wired by New: the two constructors that
@@ -121,10 +130,12 @@ type Kind struct {
 	Controller func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
 	// Webhook builds the admission controller that binds subjects as they
 	// are created or updated and programs the webhook configuration
-	// (NewAdmissionController). For a Declarative kind it may instead
-	// program a MutatingAdmissionPolicy and take the webhook out of the
-	// path, when the process allows it (webhook.Options.DeclarativeByWebhook
-	// unset) and the kube-apiserver serves it.
+	// (NewAdmissionController), and keeps the kind's namespace guard
+	// programmed (unless Options.WithoutNamespaceGuard). For a Declarative
+	// kind it may instead program a MutatingAdmissionPolicy and take the
+	// webhook out of the path once the policy is seen in force, when the
+	// process allows it (webhook.Options.DeclarativeByWebhook unset) and the
+	// kube-apiserver serves it.
 	Webhook func(ctx context.Context, cmw configmap.Watcher) *controller.Impl
 
 	// Declarative reports a kind whose Go type declares what it adds
@@ -245,12 +256,16 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 			WebhookName:      b.WebhookName,
 			CallOnOwnPatches: opts.CallOnOwnPatches,
 		}
+		var guard *guardObjects
+		if !opts.WithoutNamespaceGuard {
+			guard = namespaceGuard(ctx, b.GVR, b.ControllerName)
+		}
 		if declarativeKind {
-			if impl := b.policyAdmission(ctx, opts, gla, cfg); impl != nil {
+			if impl := b.policyAdmission(ctx, opts, gla, cfg, guard); impl != nil {
 				return impl
 			}
 		}
-		return b.webhookAdmission(ctx, gla, cfg, declarativeKind)
+		return b.webhookAdmission(ctx, gla, cfg, declarativeKind, guard)
 	}
 	return b, nil
 }

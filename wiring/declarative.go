@@ -60,7 +60,7 @@ func validateDeclared(b psbinding.Bindable) error {
 // then out of it: its Reconciler is the webhook's admission controller
 // too, so the process serves the webhook, and no subject is created while
 // neither path admits.
-func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig) *controller.Impl {
+func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, guard *guardObjects) *controller.Impl {
 	logger := logging.FromContext(ctx).With(zap.String("kind", b.GVK.Kind), zap.String("resource", b.GVR.GroupResource().String()))
 	switch {
 	case webhook.GetOptions(ctx).DeclarativeByWebhook:
@@ -117,9 +117,12 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 		return list
 	}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
 		h.AdmissionReconciler = ac
-		return h
+		return guarded(ac, h, guard, logger)
 	})
 	h.enqueue = impl.EnqueueKey
+	if guard != nil {
+		guard.watch(impl.EnqueueKey)
+	}
 	policies.Informer().AddEventHandler(controller.HandleAll(func(any) { impl.EnqueueKey(name); impl.EnqueueKey(h.probeKey) }))
 	bindings.Informer().AddEventHandler(controller.HandleAll(func(any) {
 		impl.EnqueueKey(policy.BindingKeyPrefix + name)
@@ -192,21 +195,30 @@ func (r *retiringAdmission) Reconcile(ctx context.Context, key string) error {
 }
 
 // webhookAdmission is the Webhook constructor's body for any kind: the
-// admission controller, and for a declarative kind one that retires the
-// policy.
-func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, declarativeKind bool) *controller.Impl {
+// admission controller, for a declarative kind one that retires the
+// policy, with the namespace guard when there is one.
+func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, declarativeKind bool, guard *guardObjects) *controller.Impl {
+	logger := logging.FromContext(ctx)
+	var impl *controller.Impl
 	if !declarativeKind {
-		return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, cfg, nil)
+		impl = newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
+			return guarded(ac, ac, guard, logger)
+		})
+	} else {
+		name := policy.MutatingPolicyName(b.GVR.GroupResource())
+		fieldManager := cmp.Or(cfg.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
+		r := &retiringAdmission{kube: injection.KubeClient(ctx), logger: logger, policyName: name}
+		impl = newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
+			list := gla(ctx, handler)
+			r.prober = b.prober(ctx, list, fieldManager+"-probe")
+			return list
+		}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
+			r.AdmissionReconciler = ac
+			return guarded(ac, r, guard, logger)
+		})
 	}
-	name := policy.MutatingPolicyName(b.GVR.GroupResource())
-	fieldManager := cmp.Or(cfg.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
-	r := &retiringAdmission{kube: injection.KubeClient(ctx), logger: logging.FromContext(ctx), policyName: name}
-	return newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
-		list := gla(ctx, handler)
-		r.prober = b.prober(ctx, list, fieldManager+"-probe")
-		return list
-	}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
-		r.AdmissionReconciler = ac
-		return r
-	})
+	if guard != nil {
+		guard.watch(impl.EnqueueKey)
+	}
+	return impl
 }

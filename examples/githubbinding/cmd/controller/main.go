@@ -6,7 +6,6 @@ import (
 
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/injection/sharedmain"
-	"github.com/bindkit/bindkit/wiring"
 )
 
 func main() {
@@ -15,7 +14,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// The namespace guard refuses, at create, a Binding whose subject names
-	// another namespace (a ValidatingAdmissionPolicy it programs and heals).
-	sharedmain.Main("githubbinding-controller", binding.Controller, binding.Webhook, wiring.NamespaceGuard(binding))
+	// binding.Webhook also keeps the namespace guard programmed: a
+	// ValidatingAdmissionPolicy that refuses, at create, a Binding whose
+	// subject names another namespace.
+	sharedmain.Main("githubbinding-controller", binding.Controller, binding.Webhook)
 }

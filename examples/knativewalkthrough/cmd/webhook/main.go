@@ -12,6 +12,7 @@ import (
 
 	"github.com/bindkit/bindkit/examples/knativewalkthrough/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/wiring"
 )
 
 func main() {
@@ -30,5 +31,8 @@ func main() {
 
 	sharedmain.MainWithContext(ctx, "webhook",
 		githubbinding.NewController, githubbinding.NewWebhook,
+		// Not in knative: the namespace guard, refusing at create a
+		// Binding whose subject names another namespace.
+		wiring.NamespaceGuardFor(githubbinding.GVR, "webhook"),
 	)
 }

@@ -30,6 +30,9 @@ const (
 	WebhookPath = "/githubbindings"
 )
 
+// GVR is the GithubBindings' resource.
+var GVR = v1alpha1.SchemeGroupVersion.WithResource("githubbindings")
+
 // NewController builds the GithubBinding controller field by field, as the
 // knative walkthrough does.
 func NewController(
@@ -45,7 +48,7 @@ func NewController(
 	psInformerFactory := injection.DuckInformerFactory(ctx)
 
 	c := &psbinding.BaseReconciler{
-		GVR: v1alpha1.SchemeGroupVersion.WithResource("githubbindings"),
+		GVR: GVR,
 		Get: func(namespace string, name string) (psbinding.Bindable, error) {
 			// knative: Lister().GithubBindings(namespace).Get(name).
 			return ghInformer.Lister().ByNamespace(namespace).Get(name)
