@@ -1,0 +1,271 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/bindkit/bindkit/duck"
+)
+
+// subject audits the records of one subject.
+func (a *auditor) subject(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured) error {
+	ann := u.GetAnnotations()
+	s := &subjectRef{gvr: gvr, u: u, fixed: maps.Clone(ann), first: len(a.findings)}
+	if err := a.records(ctx, s); err != nil {
+		return err
+	}
+	a.fix(s)
+	return nil
+}
+
+// records audits each record of s, correcting s.fixed as it goes.
+func (a *auditor) records(ctx context.Context, s *subjectRef) error {
+	u, ann := s.u, s.u.GetAnnotations()
+	bound, err := duck.ParseBound(ann[duck.BoundAnnotation])
+	if err != nil {
+		a.report(s, nil, duck.BoundAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { setOrDelete(m, duck.BoundAnnotation, duck.BoundOf(m).String()) })
+	}
+	for _, by := range sortedKeys(bound) {
+		if err := a.checkBound(ctx, s, by, bound[by]); err != nil {
+			return err
+		}
+	}
+	changes, err := duck.ParseChanges(ann[duck.RolloutAnnotation])
+	if err != nil {
+		a.report(s, nil, duck.RolloutAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { setOrDelete(m, duck.RolloutAnnotation, duck.ChangesOf(m).String()) })
+	}
+	for _, by := range sortedKeys(changes) {
+		b, err := a.lookup(ctx, by, u.GetNamespace())
+		if err != nil {
+			return err
+		}
+		switch {
+		case a.gone(s, b, by, duck.RolloutAnnotation):
+		case changes[by].Generation > b.obj.GetGeneration():
+			a.report(s, &by, duck.RolloutAnnotation, ProblemAhead, fmt.Sprintf("records a paced change to generation %d; the Binding is at %d", changes[by].Generation, b.obj.GetGeneration()),
+				func(m map[string]string) { duck.SetChange(m, by, nil) })
+		}
+	}
+	held, err := duck.ParseBound(ann[duck.HeldAnnotation])
+	if err != nil {
+		a.report(s, nil, duck.HeldAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { duck.SetHeld(m, duck.HeldOf(m)) })
+	}
+	for _, by := range sortedKeys(held) {
+		b, err := a.lookup(ctx, by, u.GetNamespace())
+		if err != nil {
+			return err
+		}
+		if a.gone(s, b, by, duck.HeldAnnotation) || held[by] == b.obj.GetGeneration() || !b.rollout.Complete(b.obj.GetGeneration()) {
+			continue
+		}
+		a.report(s, &by, duck.HeldAnnotation, ProblemStaleHold, fmt.Sprintf("held from generation %d, but the rollout of generation %d is complete", held[by], b.obj.GetGeneration()),
+			func(m map[string]string) {
+				h := duck.HeldOf(m)
+				delete(h, by)
+				duck.SetHeld(m, h)
+			})
+	}
+	return a.checkRollbacks(ctx, s, bound)
+}
+
+// checkBound audits one entry of the bound record.
+func (a *auditor) checkBound(ctx context.Context, s *subjectRef, by duck.BoundBy, gen int64) error {
+	b, err := a.lookup(ctx, by, s.u.GetNamespace())
+	if err != nil || a.gone(s, b, by, duck.BoundAnnotation) {
+		return err
+	}
+	rebind := func(m map[string]string) {
+		rest := duck.BoundOf(m)
+		for e := range rest {
+			if e.Matches(by) {
+				delete(rest, e)
+			}
+		}
+		duck.SetBound(m, rest)
+	}
+	if gen > b.obj.GetGeneration() {
+		a.report(s, &by, duck.BoundAnnotation, ProblemAhead, fmt.Sprintf("records generation %d; the Binding is at %d", gen, b.obj.GetGeneration()), rebind)
+		return nil
+	}
+	if why := a.contentDisagrees(ctx, s, b, gen); why != "" {
+		a.report(s, &by, duck.BoundAnnotation, ProblemContent, fmt.Sprintf("records generation %d but %s", gen, why), rebind)
+	}
+	return nil
+}
+
+// contentDisagrees runs the Binding's Do, at gen, on the subject where the
+// audit can (the Binding's own Do when gen is its generation, its
+// published Spec when gen is the published one): a change means the
+// subject does not carry what it records.
+func (a *auditor) contentDisagrees(ctx context.Context, s *subjectRef, b *binding, gen int64) string {
+	var do func(*duck.WithPod)
+	switch {
+	case b.bindable != nil && gen == b.obj.GetGeneration():
+		do = func(wp *duck.WithPod) { b.bindable.Do(ctx, wp) }
+	case b.declared != nil && gen == b.published:
+		do = b.declared.Do
+	default:
+		return ""
+	}
+	shape := duck.Shapes{}.For(s.u.GroupVersionKind().GroupKind())
+	before, err := shape.FromUnstructured(s.u)
+	if err != nil {
+		return ""
+	}
+	after := before.DeepCopy()
+	panicked := false
+	func() {
+		defer func() { panicked = recover() != nil }()
+		do(after)
+	}()
+	if panicked || equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
+		return ""
+	}
+	ops, err := shape.CreatePatch(before, after)
+	if err != nil || len(ops) == 0 {
+		return ""
+	}
+	paths := make([]string, 0, min(3, len(ops)))
+	for _, op := range ops[:min(3, len(ops))] {
+		paths = append(paths, op.Path)
+	}
+	return "does not carry its change: Do would change " + strings.Join(paths, ", ")
+}
+
+// checkRollbacks audits the rollback records: each must undo the
+// generation the subject carries of its Binding.
+func (a *auditor) checkRollbacks(ctx context.Context, s *subjectRef, bound duck.Bound) error {
+	ann := s.u.GetAnnotations()
+	rbs, err := duck.RollbacksOf(ann)
+	if err != nil {
+		a.report(s, nil, duck.RollbackAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { delete(m, duck.RollbackAnnotation) })
+		return nil
+	}
+	for _, key := range slices.Sorted(maps.Keys(rbs)) {
+		by, gen, ok := duck.ParseEntry(key)
+		if !ok {
+			continue
+		}
+		b, err := a.lookup(ctx, by, s.u.GetNamespace())
+		if err != nil {
+			return err
+		}
+		if a.gone(s, b, by, duck.RollbackAnnotation) {
+			continue
+		}
+		if carried, ok := bound.Lookup(by); !ok || carried != gen {
+			a.report(s, &by, duck.RollbackAnnotation, ProblemStaleRollback, fmt.Sprintf("undoes generation %d, which the subject does not carry", gen),
+				func(m map[string]string) { duck.SetRollback(m, by, 0, nil) })
+		}
+	}
+	return nil
+}
+
+// gone reports (once per subject and Binding) and says whether b, which a
+// record of annotation names as by, is gone: no such Binding, or one of
+// another UID.
+func (a *auditor) gone(s *subjectRef, b *binding, by duck.BoundBy, annotation string) bool {
+	if b.obj != nil && (by.UID == "" || b.obj.GetUID() == by.UID) {
+		return false
+	}
+	for _, f := range a.findings {
+		if f.Problem == ProblemGone && f.namespace == s.u.GetNamespace() && f.name == s.u.GetName() && f.gvr == s.gvr && f.Binding == describeBinding(by, s.u.GetNamespace()) {
+			return true
+		}
+	}
+	why := "no such Binding"
+	if b.obj != nil {
+		why = fmt.Sprintf("the Binding of that name has UID %s, not %s: it was deleted and created again", b.obj.GetUID(), by.UID)
+	}
+	a.report(s, &by, annotation, ProblemGone, "records of a Binding that is gone: "+why, func(m map[string]string) { duck.Forget(m, by) })
+	return true
+}
+
+// subjectRef is the subject being audited: fixed is its annotations as
+// the corrections of its findings so far leave them; its findings are
+// a.findings[first:].
+type subjectRef struct {
+	gvr   schema.GroupVersionResource
+	u     *unstructured.Unstructured
+	fixed map[string]string
+	first int
+}
+
+// report adds a finding, and applies correct to s.fixed.
+func (a *auditor) report(s *subjectRef, by *duck.BoundBy, annotation, problem, detail string, correct func(map[string]string)) {
+	if s.fixed == nil {
+		s.fixed = map[string]string{}
+	}
+	correct(s.fixed)
+	f := Finding{
+		Subject:    fmt.Sprintf("%s %s %s/%s", s.u.GetAPIVersion(), s.u.GetKind(), s.u.GetNamespace(), s.u.GetName()),
+		Annotation: annotation, Problem: problem, Detail: detail,
+		gvr:        s.gvr, namespace: s.u.GetNamespace(), name: s.u.GetName(),
+	}
+	if by != nil {
+		f.Binding = describeBinding(*by, s.u.GetNamespace())
+	}
+	a.findings = append(a.findings, f)
+}
+
+// fix gives every finding of s one fix, that of all of them: the record
+// annotations as s.fixed has them. Fixes of one subject computed apart
+// would each rewrite the same annotation from the same old value.
+func (a *auditor) fix(s *subjectRef) {
+	if len(a.findings) == s.first {
+		return
+	}
+	fix := map[string]any{}
+	for _, key := range append(slices.Clone(duck.RecordAnnotations), duck.RollbackAnnotation) {
+		if old, now := s.u.GetAnnotations()[key], s.fixed[key]; old != now {
+			fix[key] = orNil(now)
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": fix}})
+	cmd := fmt.Sprintf("kubectl -n %s patch %s %s --type=merge -p '%s'", s.u.GetNamespace(), resourceName(s.gvr), s.u.GetName(), patch)
+	for i := s.first; i < len(a.findings); i++ {
+		a.findings[i].Fix, a.findings[i].FixCommand = patch, cmd
+	}
+}
+
+// setOrDelete sets m[key] to v, or deletes it when v is empty.
+func setOrDelete(m map[string]string, key, v string) {
+	if v == "" {
+		delete(m, key)
+		return
+	}
+	m[key] = v
+}
+
+// resourceName is how kubectl names gvr: "deployments.apps".
+func resourceName(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return gvr.Resource
+	}
+	return gvr.Resource + "." + gvr.Group
+}
+
+func describeBinding(by duck.BoundBy, ns string) string {
+	return by.Resource.String() + " " + ns + "/" + by.Name
+}
+
+// orNil is v, or nil (a merge patch's removal) when v is empty.
+func orNil(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
+}
+
+// sortedKeys orders a record's Bindings, for stable findings.
+func sortedKeys[V any](m map[duck.BoundBy]V) []duck.BoundBy {
+	return slices.SortedFunc(maps.Keys(m), func(x, y duck.BoundBy) int { return strings.Compare(x.String(), y.String()) })
+}
