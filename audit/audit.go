@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"text/tabwriter"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/duck"
@@ -227,4 +230,53 @@ func (a *auditor) lookup(ctx context.Context, by duck.BoundBy, ns string) (*bind
 // resourceOf finds a served version of gr.
 func (a *auditor) resourceOf(gr schema.GroupResource) (schema.GroupVersionResource, error) {
 	return a.opts.Mapper.ResourceFor(gr.WithVersion(""))
+}
+
+// Write prints findings to w as format: "table" (the default: one line
+// each, the fix after), "json" or "yaml" (a list of Findings). An empty
+// table prints "no findings".
+func Write(w io.Writer, findings []Finding, format string) error {
+	switch format {
+	case "", "table":
+		if len(findings) == 0 {
+			_, err := fmt.Fprintln(w, "no findings: every record is the truth")
+			return err
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SUBJECT\tBINDING\tPROBLEM\tDETAIL")
+		for _, f := range findings {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Subject, cmp.Or(f.Binding, "-"), f.Problem, f.Detail)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "\nFixes (one per subject; bindkit audit -fix applies them):")
+		seen := map[string]bool{}
+		for _, f := range findings {
+			if !seen[f.FixCommand] {
+				seen[f.FixCommand] = true
+				fmt.Fprintln(w, "  "+f.FixCommand)
+			}
+		}
+		return nil
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(orEmpty(findings))
+	case "yaml":
+		out, err := yaml.Marshal(orEmpty(findings))
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	}
+	return fmt.Errorf("audit: output format %q: want table, json or yaml", format)
+}
+
+func orEmpty(f []Finding) []Finding {
+	if f == nil {
+		return []Finding{}
+	}
+	return f
 }

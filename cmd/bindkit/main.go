@@ -5,6 +5,7 @@
 //	bindkit new -module example.com/envbinding -kind EnvBinding [-group bindings.example.com] [-dir envbinding]
 //	bindkit generate [-crd-dir config] [-header FILE] [-check] [PACKAGE...]
 //	bindkit controlplane [-minor 1.37]
+//	bindkit audit [-n NAMESPACE] [-o table|json|yaml] [-fix]
 //
 // Run it from the Go module proxy to create a module:
 //
@@ -38,6 +39,7 @@ func commands() []command {
 	return []command{
 		{"new", "create a Binding module: type, wiring, generated code and YAML, tests", runNew},
 		{"generate", "generate deep copies and CRDs with controller-gen " + ControllerToolsVersion, runGenerate},
+		{"audit", "report records bindkit keeps on workloads that are not the truth, with their fixes", runAudit},
 		{"controlplane", "put the newest minor's control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) into the user cache, using binaries already on the machine", runControlPlane},
 	}
 }
