@@ -162,6 +162,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start
 	}
 	req := review.Request
 	a := answered{req: req, dryRun: req.DryRun != nil && *req.DryRun}
+	// The body is in: the connection is not cut while it is decided.
+	if c := connFrom(r.Context()); c != nil {
+		c.l.deciding(c)
+	}
 	// Counted once the body is in: requests still arriving hold a
 	// connection and their share of the memory budget, not a decision's
 	// place.
@@ -332,11 +336,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if timeout > 0 && timeout < readTimeout {
 		readTimeout = timeout
 	}
-	// The server's ReadTimeout runs from the request's first byte; this
-	// tightens it to the caller's own timeout. Errors mean the connection
-	// cannot take a deadline (HTTP/2 without support), which leaves the
-	// server's.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readTimeout))
+	pace := s.bodyPace(w, r, readTimeout)
 	// A body of announced length within the limit is cut at that length
 	// by net/http already; only one of unknown length (chunked) needs the
 	// limit's reader.
@@ -344,7 +344,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if r.ContentLength < 0 {
 		in = http.MaxBytesReader(w, r.Body, limit)
 	}
-	body, err := readBody(in, r.ContentLength, limit, st.reserve)
+	body, err := readBody(in, r.ContentLength, limit, st.reserve, pace)
 	if err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
@@ -356,7 +356,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes (%s)", limit, s.opts.SettingName("MaxRequestBodyBytes"))}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %v", readTimeout)}
+			return nil, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %v, or slower than %s a second after %v (%s)",
+				readTimeout, formatBytes(s.opts.MinBodyRate), s.opts.ReadHeaderTimeout, s.opts.SettingName("MinBodyRate"))}
 		}
 		return nil, badRequest("read request body: %v", err)
 	}
@@ -396,12 +397,40 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	return review, nil
 }
 
+// bodyPace returns what readBody calls with the bytes of the body read so
+// far: it moves the connection's read deadline to what they have earned,
+// ReadHeaderTimeout from now plus a second for every MinBodyRate bytes,
+// never past readTimeout from now, and makes the connection due then
+// (see connLimiter). It sets the first deadline before returning. Errors
+// setting the deadline mean the connection cannot take one (HTTP/2
+// without support), which leaves the server's ReadTimeout.
+func (s *Server) bodyPace(w http.ResponseWriter, r *http.Request, readTimeout time.Duration) func(int64) {
+	rc := http.NewResponseController(w)
+	c := connFrom(r.Context())
+	start := time.Now()
+	last := start.Add(readTimeout)
+	rate := float64(s.opts.MinBodyRate)
+	pace := func(n int64) {
+		d := last
+		if earned := s.opts.ReadHeaderTimeout + time.Duration(float64(n)/rate*float64(time.Second)); earned < readTimeout {
+			d = start.Add(earned)
+		}
+		_ = rc.SetReadDeadline(d)
+		if c != nil {
+			c.l.setDue(c, d)
+		}
+	}
+	pace(0)
+	return pace
+}
+
 // readBody reads r to its end, charging reserve for each buffer before it
 // is allocated: the buffer and, for the review decoded from it later, as
 // much again. The buffer starts small and grows fourfold, up to the
 // announced length (contentLength, -1 when unknown) or just past limit, so
-// what is charged follows what arrived.
-func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error) ([]byte, error) {
+// what is charged follows what arrived. After each read that brings bytes
+// it calls pace with how many have arrived.
+func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error, pace func(int64)) ([]byte, error) {
 	end := limit + 1 // one byte more, so MaxBytesReader reports a body too long
 	if contentLength >= 0 {
 		end = contentLength
@@ -419,6 +448,9 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 		if int64(len(buf)) < room {
 			n, err := r.Read(buf[len(buf):room])
 			buf = buf[:len(buf)+n]
+			if n > 0 && err == nil {
+				pace(int64(len(buf)))
+			}
 			if err == io.EOF {
 				return buf, nil
 			}
@@ -438,6 +470,7 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 			}
 			continue
 		}
+		pace(int64(len(buf)) + 1)
 		grown := min(4*max(room, 1), max(end, room+1))
 		// The outgrown buffer stays charged: it is garbage until collected.
 		if err := reserve(grown + (grown - room)); err != nil {
