@@ -336,7 +336,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if timeout > 0 && timeout < readTimeout {
 		readTimeout = timeout
 	}
-	pace := s.bodyPace(w, r, readTimeout)
+	pacer := s.newBodyPacer(w, r, readTimeout)
+	pacer.pace(0)
 	// A body of announced length within the limit is cut at that length
 	// by net/http already; only one of unknown length (chunked) needs the
 	// limit's reader.
@@ -344,7 +345,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if r.ContentLength < 0 {
 		in = http.MaxBytesReader(w, r.Body, limit)
 	}
-	body, err := readBody(in, r.ContentLength, limit, st.reserve, pace)
+	body, err := readBody(in, r.ContentLength, limit, st.reserve, &pacer)
 	if err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
@@ -397,31 +398,44 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	return review, nil
 }
 
-// bodyPace returns what readBody calls with the bytes of the body read so
-// far: it moves the connection's read deadline to what they have earned,
-// ReadHeaderTimeout from now plus a second for every MinBodyRate bytes,
-// never past readTimeout from now, and makes the connection due then
-// (see connLimiter). It sets the first deadline before returning. Errors
-// setting the deadline mean the connection cannot take one (HTTP/2
-// without support), which leaves the server's ReadTimeout.
-func (s *Server) bodyPace(w http.ResponseWriter, r *http.Request, readTimeout time.Duration) func(int64) {
-	rc := http.NewResponseController(w)
-	c := connFrom(r.Context())
-	start := time.Now()
-	last := start.Add(readTimeout)
-	rate := float64(s.opts.MinBodyRate)
-	pace := func(n int64) {
-		d := last
-		if earned := s.opts.ReadHeaderTimeout + time.Duration(float64(n)/rate*float64(time.Second)); earned < readTimeout {
-			d = start.Add(earned)
-		}
-		_ = rc.SetReadDeadline(d)
-		if c != nil {
-			c.l.setDue(c, d)
-		}
+// bodyPacer moves a connection's read deadline as its body arrives:
+// ReadHeaderTimeout from the body's start plus a second for every
+// MinBodyRate bytes in, never past the request's read timeout, and makes
+// the connection due then (see connLimiter). Errors setting the deadline
+// mean the connection cannot take one (HTTP/2 without support), which
+// leaves the server's ReadTimeout. A nil *bodyPacer does nothing.
+type bodyPacer struct {
+	rc           *http.ResponseController
+	c            *trackedConn // nil outside Serve
+	start        time.Time
+	grace, limit time.Duration
+	rate         float64
+}
+
+func (s *Server) newBodyPacer(w http.ResponseWriter, r *http.Request, readTimeout time.Duration) bodyPacer {
+	return bodyPacer{
+		rc:    http.NewResponseController(w),
+		c:     connFrom(r.Context()),
+		start: time.Now(),
+		grace: s.opts.ReadHeaderTimeout,
+		limit: readTimeout,
+		rate:  float64(s.opts.MinBodyRate),
 	}
-	pace(0)
-	return pace
+}
+
+// pace sets the deadline n bytes of the body have earned.
+func (p *bodyPacer) pace(n int64) {
+	if p == nil {
+		return
+	}
+	earned := min(p.grace+time.Duration(float64(n)/p.rate*float64(time.Second)), p.limit)
+	d := p.start.Add(earned)
+	if p.rc != nil && p.rc.SetReadDeadline(d) != nil {
+		p.rc = nil // no deadlines on this connection: do not ask again
+	}
+	if p.c != nil {
+		p.c.l.setDue(p.c, d)
+	}
 }
 
 // readBody reads r to its end, charging reserve for each buffer before it
@@ -429,8 +443,8 @@ func (s *Server) bodyPace(w http.ResponseWriter, r *http.Request, readTimeout ti
 // much again. The buffer starts small and grows fourfold, up to the
 // announced length (contentLength, -1 when unknown) or just past limit, so
 // what is charged follows what arrived. After each read that brings bytes
-// it calls pace with how many have arrived.
-func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error, pace func(int64)) ([]byte, error) {
+// it tells pacer how many have arrived.
+func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error, pacer *bodyPacer) ([]byte, error) {
 	end := limit + 1 // one byte more, so MaxBytesReader reports a body too long
 	if contentLength >= 0 {
 		end = contentLength
@@ -449,7 +463,7 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 			n, err := r.Read(buf[len(buf):room])
 			buf = buf[:len(buf)+n]
 			if n > 0 && err == nil {
-				pace(int64(len(buf)))
+				pacer.pace(int64(len(buf)))
 			}
 			if err == io.EOF {
 				return buf, nil
@@ -470,7 +484,7 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 			}
 			continue
 		}
-		pace(int64(len(buf)) + 1)
+		pacer.pace(int64(len(buf)) + 1)
 		grown := min(4*max(room, 1), max(end, room+1))
 		// The outgrown buffer stays charged: it is garbage until collected.
 		if err := reserve(grown + (grown - room)); err != nil {

@@ -378,7 +378,7 @@ func TestReadBodyChargesWhatArrived(t *testing.T) {
 	var charged int64
 	reserve := func(n int64) error { charged += n; return nil }
 	stalled := io.MultiReader(strings.NewReader("0123456789"), iotestErrReader{os.ErrDeadlineExceeded})
-	if _, err := readBody(stalled, 7<<20, 7<<20, reserve, noPace); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, err := readBody(stalled, 7<<20, 7<<20, reserve, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("readBody of a stalled body: %v", err)
 	}
 	if charged > 2*firstBodyChunk {
@@ -401,9 +401,11 @@ func TestReadBodyChargesWhatArrived(t *testing.T) {
 				for i := range body {
 					body[i] = byte(i)
 				}
-				var paced []int64
-				pace := func(n int64) { paced = append(paced, n) }
-				got, err := readBody(reader(bytes.NewReader(body)), announced, 7<<20, func(int64) error { return nil }, pace)
+				// A pacer whose deadlines grow by the byte records them.
+				rec := &deadlineRecorder{}
+				pacer := &bodyPacer{rc: http.NewResponseController(rec), grace: 0, limit: time.Hour, rate: float64(time.Second)}
+				got, err := readBody(reader(bytes.NewReader(body)), announced, 7<<20, func(int64) error { return nil }, pacer)
+				paced := rec.paced()
 				if err != nil || !bytes.Equal(got, body) {
 					t.Fatalf("readBody(%d bytes, announced %d, %s reader) = %d bytes, %v", size, announced, rname, len(got), err)
 				}
@@ -414,7 +416,7 @@ func TestReadBodyChargesWhatArrived(t *testing.T) {
 			}
 			charged = 0
 			body := bytes.Repeat([]byte("x"), size)
-			got, err := readBody(bytes.NewReader(body), announced, 7<<20, reserve, noPace)
+			got, err := readBody(bytes.NewReader(body), announced, 7<<20, reserve, nil)
 			if err != nil || !bytes.Equal(got, body) {
 				t.Fatalf("readBody(%d bytes, announced %d) = %d bytes, %v", size, announced, len(got), err)
 			}
@@ -430,12 +432,31 @@ func TestReadBodyChargesWhatArrived(t *testing.T) {
 		}
 	}
 	refuse := func(int64) error { return ErrOverloaded }
-	if _, err := readBody(strings.NewReader("{}"), 2, 100, refuse, noPace); !errors.Is(err, ErrOverloaded) {
+	if _, err := readBody(strings.NewReader("{}"), 2, 100, refuse, nil); !errors.Is(err, ErrOverloaded) {
 		t.Errorf("readBody with no budget: %v, want ErrOverloaded", err)
 	}
 }
 
-func noPace(int64) {}
+// deadlineRecorder is a ResponseWriter that records its read deadlines.
+type deadlineRecorder struct {
+	http.ResponseWriter
+	deadlines []time.Time
+}
+
+func (r *deadlineRecorder) SetReadDeadline(d time.Time) error {
+	r.deadlines = append(r.deadlines, d)
+	return nil
+}
+
+// paced returns the bytes each deadline was earned by: one nanosecond a
+// byte from the zero time.
+func (r *deadlineRecorder) paced() []int64 {
+	var n []int64
+	for _, d := range r.deadlines {
+		n = append(n, int64(d.Sub(time.Time{})))
+	}
+	return n
+}
 
 type iotestErrReader struct{ err error }
 
