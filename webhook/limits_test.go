@@ -185,6 +185,10 @@ func TestBoundOptionsRejected(t *testing.T) {
 	}{
 		{Options{ReadTimeout: -time.Second}, "webhook: ReadTimeout -1s is negative"},
 		{Options{MaxConnections: -1}, "webhook: MaxConnections -1 is negative"},
+		{Options{MaxConnectionsPerPeer: -1}, "webhook: MaxConnectionsPerPeer -1 is negative"},
+		{Options{HandshakeTimeout: -time.Second}, "webhook: HandshakeTimeout -1s is negative"},
+		{Options{ReadHeaderTimeout: -time.Second}, "webhook: ReadHeaderTimeout -1s is negative"},
+		{Options{MinBodyRate: -1}, "webhook: MinBodyRate -1 is negative"},
 		{Options{MaxAdmissionsInFlight: -1}, "webhook: MaxAdmissionsInFlight -1 is negative"},
 		{Options{MaxInFlightMemory: 10 << 20}, "webhook: MaxInFlightMemory 10Mi holds fewer than two requests of MaxRequestBodyBytes 7Mi; want at least 43040Ki"},
 		{Options{ObjectLimits: ObjectLimits{MaxEnv: -1}}, "webhook: ObjectLimits.MaxEnv -1 is negative"},
