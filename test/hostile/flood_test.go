@@ -119,7 +119,7 @@ func runFlood(t *testing.T, env *testenv.Environment, c *controller, metricsPort
 	}); err != nil {
 		t.Fatalf("a Deployment was never created bound: %v\n%s", creates.once(), c.logTail())
 	}
-	before := creates.run(15*time.Second, nil)
+	before := creates.run(10*time.Second, nil)
 	time.Sleep(time.Second)
 	res := c.resources(metricsPort)
 	c.resetPeak()
@@ -209,7 +209,13 @@ func createSelectorBinding(t *testing.T, env *testenv.Environment, app string) {
 	if _, err := res.Create(t.Context(), b, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { res.Delete(context.Background(), app, metav1.DeleteOptions{}) })
+	// The Binding stays (deleting it would unbind its subjects while the
+	// next test measures); its subjects go, so the next controller has
+	// none to look at.
+	t.Cleanup(func() {
+		kubernetes.NewForConfigOrDie(env.Config).AppsV1().Deployments(testNamespace).DeleteCollection(context.Background(),
+			metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=" + app})
+	})
 }
 
 // creator creates Deployments labelled app=app through the
