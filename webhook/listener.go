@@ -20,9 +20,12 @@ type tlsListener struct {
 	raw    net.Listener
 	l      *connLimiter
 	config *tls.Config
-	// logger reports failed handshakes, at most one a second: a flood
-	// makes thousands.
+	// logger reports failed handshakes and connections closed at the cap,
+	// at most one of each a second: a flood makes thousands.
 	logger *zap.Logger
+	// shedMessage says a connection was closed at a cap, naming the caps'
+	// settings.
+	shedMessage string
 
 	ready     chan net.Conn // handshaken connections for Accept
 	failed    chan error    // the raw listener's last error
@@ -30,15 +33,16 @@ type tlsListener struct {
 	closeOnce sync.Once
 }
 
-func newTLSListener(raw net.Listener, l *connLimiter, config *tls.Config, logger *zap.Logger) *tlsListener {
+func newTLSListener(raw net.Listener, l *connLimiter, config *tls.Config, logger *zap.Logger, shedMessage string) *tlsListener {
 	ln := &tlsListener{
-		raw:    raw,
-		l:      l,
-		config: config,
-		logger: logger,
-		ready:  make(chan net.Conn),
-		failed: make(chan error, 1),
-		done:   make(chan struct{}),
+		raw:         raw,
+		l:           l,
+		config:      config,
+		logger:      logger,
+		shedMessage: shedMessage,
+		ready:       make(chan net.Conn),
+		failed:      make(chan error, 1),
+		done:        make(chan struct{}),
 	}
 	go ln.acceptLoop()
 	return ln
@@ -92,9 +96,15 @@ func (ln *tlsListener) acceptLoop() {
 			return
 		}
 		backoff = 0
-		if c := ln.l.admit(raw, ln.done); c != nil {
-			go ln.handshake(c)
+		shed := ln.l.shed.Load()
+		c := ln.l.admit(raw, ln.done)
+		if c == nil {
+			continue
 		}
+		if ln.l.shed.Load() != shed {
+			ln.logger.Warn(ln.shedMessage, zap.Stringer("remote", raw.RemoteAddr()), zap.Int64("closedSoFar", ln.l.shed.Load()))
+		}
+		go ln.handshake(c)
 	}
 }
 

@@ -220,7 +220,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sampled := s.logger.Named("tls").WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, 1, 0)
 	}))
-	ln = newTLSListener(ln, limiter, tlsConfig, sampled)
+	ln = newTLSListener(ln, limiter, tlsConfig, sampled, fmt.Sprintf("at a connection cap (%s, %s): closed the connection due soonest for a new one",
+		s.opts.SettingName("MaxConnections"), s.opts.SettingName("MaxConnectionsPerPeer")))
 	srv := &http.Server{
 		Handler:           s,
 		TLSConfig:         tlsConfig,
