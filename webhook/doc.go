@@ -15,9 +15,11 @@
 // Everything a request can make the server hold is bounded, so that
 // anyone who reaches the port cannot grow the process without limit
 // (defaults in DefaultOptions and DefaultObjectLimits): the connections
-// open at once (MaxConnections; at the cap the longest idle one is closed,
-// or new ones wait), the time to read a request (ReadTimeout, shortened by
-// the request's ?timeout=; 408 beyond it), the admissions in flight
+// open at once, in all and from one address (MaxConnections,
+// MaxConnectionsPerPeer), the time each stage of a request may take
+// (HandshakeTimeout, ReadHeaderTimeout, then a body's pace, MinBodyRate,
+// and ReadTimeout, shortened by the request's ?timeout=; 408 beyond it),
+// the admissions in flight
 // (MaxAdmissionsInFlight) and their estimated memory (MaxInFlightMemory).
 // Each request reserves twice its body's length from that memory budget
 // before reading it, and a controller reserves what it is about to decode
@@ -27,11 +29,21 @@
 // volumes, env and volumeMounts per container, patch size) reach
 // controllers through the request's context (ObjectLimitsFrom).
 //
+// Slow peers never crowd out the kube-apiserver: a new connection is
+// always accepted at once, and at a cap the connection due soonest is
+// closed for it, the one whose handshake, headers, body pace or idle time
+// between requests is nearest its end. A peer stalling at any stage is due
+// within seconds; the kube-apiserver, which sends its requests at once and
+// keeps its connections alive between them, is not; a connection deciding
+// an admission is never cut.
+//
 // With ClientCAFile set, only callers presenting a client certificate
 // signed by a CA in that file complete the TLS handshake; the
 // kube-apiserver presents one when its AdmissionConfiguration gives it a
-// kubeconfig for the webhook. ProbeHandler then serves the probes on a
-// port of their own, since a kubelet's probe has no certificate.
+// kubeconfig for the webhook. At a cap, every connection still in its
+// handshake is then closed before any authenticated one. ProbeHandler
+// then serves the probes on a port of their own, since a kubelet's probe
+// has no certificate.
 //
 // The serving certificate is read from a Secret through a SecretGetter (a
 // client-go lister) on each TLS handshake and parsed once per

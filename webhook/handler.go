@@ -162,6 +162,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, rt *route, start
 	}
 	req := review.Request
 	a := answered{req: req, dryRun: req.DryRun != nil && *req.DryRun}
+	// The body is in: the connection is not cut while it is decided.
+	if c := connFrom(r.Context()); c != nil {
+		c.l.deciding(c)
+	}
 	// Counted once the body is in: requests still arriving hold a
 	// connection and their share of the memory budget, not a decision's
 	// place.
@@ -332,11 +336,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if timeout > 0 && timeout < readTimeout {
 		readTimeout = timeout
 	}
-	// The server's ReadTimeout runs from the request's first byte; this
-	// tightens it to the caller's own timeout. Errors mean the connection
-	// cannot take a deadline (HTTP/2 without support), which leaves the
-	// server's.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readTimeout))
+	pacer := s.newBodyPacer(w, r, readTimeout)
+	pacer.pace(0)
 	// A body of announced length within the limit is cut at that length
 	// by net/http already; only one of unknown length (chunked) needs the
 	// limit's reader.
@@ -344,7 +345,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if r.ContentLength < 0 {
 		in = http.MaxBytesReader(w, r.Body, limit)
 	}
-	body, err := readBody(in, r.ContentLength, limit, st.reserve)
+	body, err := readBody(in, r.ContentLength, limit, st.reserve, &pacer)
 	if err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
@@ -356,7 +357,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes (%s)", limit, s.opts.SettingName("MaxRequestBodyBytes"))}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %v", readTimeout)}
+			return nil, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %v, or slower than %s a second after %v (%s)",
+				readTimeout, formatBytes(s.opts.MinBodyRate), s.opts.ReadHeaderTimeout, s.opts.SettingName("MinBodyRate"))}
 		}
 		return nil, badRequest("read request body: %v", err)
 	}
@@ -396,12 +398,53 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	return review, nil
 }
 
+// bodyPacer moves a connection's read deadline as its body arrives:
+// ReadHeaderTimeout from the body's start plus a second for every
+// MinBodyRate bytes in, never past the request's read timeout, and makes
+// the connection due then (see connLimiter). Errors setting the deadline
+// mean the connection cannot take one (HTTP/2 without support), which
+// leaves the server's ReadTimeout. A nil *bodyPacer does nothing.
+type bodyPacer struct {
+	rc           *http.ResponseController
+	c            *trackedConn // nil outside Serve
+	start        time.Time
+	grace, limit time.Duration
+	rate         float64
+}
+
+func (s *Server) newBodyPacer(w http.ResponseWriter, r *http.Request, readTimeout time.Duration) bodyPacer {
+	return bodyPacer{
+		rc:    http.NewResponseController(w),
+		c:     connFrom(r.Context()),
+		start: time.Now(),
+		grace: s.opts.ReadHeaderTimeout,
+		limit: readTimeout,
+		rate:  float64(s.opts.MinBodyRate),
+	}
+}
+
+// pace sets the deadline n bytes of the body have earned.
+func (p *bodyPacer) pace(n int64) {
+	if p == nil {
+		return
+	}
+	earned := min(p.grace+time.Duration(float64(n)/p.rate*float64(time.Second)), p.limit)
+	d := p.start.Add(earned)
+	if p.rc != nil && p.rc.SetReadDeadline(d) != nil {
+		p.rc = nil // no deadlines on this connection: do not ask again
+	}
+	if p.c != nil {
+		p.c.l.setDue(p.c, d)
+	}
+}
+
 // readBody reads r to its end, charging reserve for each buffer before it
 // is allocated: the buffer and, for the review decoded from it later, as
 // much again. The buffer starts small and grows fourfold, up to the
 // announced length (contentLength, -1 when unknown) or just past limit, so
-// what is charged follows what arrived.
-func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error) ([]byte, error) {
+// what is charged follows what arrived. After each read that brings bytes
+// it tells pacer how many have arrived.
+func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error, pacer *bodyPacer) ([]byte, error) {
 	end := limit + 1 // one byte more, so MaxBytesReader reports a body too long
 	if contentLength >= 0 {
 		end = contentLength
@@ -419,6 +462,9 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 		if int64(len(buf)) < room {
 			n, err := r.Read(buf[len(buf):room])
 			buf = buf[:len(buf)+n]
+			if n > 0 && err == nil {
+				pacer.pace(int64(len(buf)))
+			}
 			if err == io.EOF {
 				return buf, nil
 			}
@@ -438,6 +484,7 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 			}
 			continue
 		}
+		pacer.pace(int64(len(buf)) + 1)
 		grown := min(4*max(room, 1), max(end, room+1))
 		// The outgrown buffer stays charged: it is garbage until collected.
 		if err := reserve(grown + (grown - room)); err != nil {

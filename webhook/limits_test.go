@@ -14,12 +14,11 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -186,6 +185,10 @@ func TestBoundOptionsRejected(t *testing.T) {
 	}{
 		{Options{ReadTimeout: -time.Second}, "webhook: ReadTimeout -1s is negative"},
 		{Options{MaxConnections: -1}, "webhook: MaxConnections -1 is negative"},
+		{Options{MaxConnectionsPerPeer: -1}, "webhook: MaxConnectionsPerPeer -1 is negative"},
+		{Options{HandshakeTimeout: -time.Second}, "webhook: HandshakeTimeout -1s is negative"},
+		{Options{ReadHeaderTimeout: -time.Second}, "webhook: ReadHeaderTimeout -1s is negative"},
+		{Options{MinBodyRate: -1}, "webhook: MinBodyRate -1 is negative"},
 		{Options{MaxAdmissionsInFlight: -1}, "webhook: MaxAdmissionsInFlight -1 is negative"},
 		{Options{MaxInFlightMemory: 10 << 20}, "webhook: MaxInFlightMemory 10Mi holds fewer than two requests of MaxRequestBodyBytes 7Mi; want at least 43040Ki"},
 		{Options{ObjectLimits: ObjectLimits{MaxEnv: -1}}, "webhook: ObjectLimits.MaxEnv -1 is negative"},
@@ -250,92 +253,6 @@ func TestUnfinishedBodyTimesOut(t *testing.T) {
 	}
 	if s.budget.used.Load() != 0 || s.inFlight.Load() != 0 {
 		t.Errorf("after the timeout: budget %d bytes, %d in flight; want none", s.budget.used.Load(), s.inFlight.Load())
-	}
-}
-
-func TestConnectionCap(t *testing.T) {
-	pki := newTestPKI(t)
-	secrets := &secretMap{}
-	secrets.Set(DefaultSecretName, pki.servingData(t, time.Now(), time.Hour))
-	s, err := New(Options{MaxConnections: 2, GracePeriod: -1}, secrets, allowAll("/allow"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := startServer(t, s)
-	dial := func() *tls.Conn {
-		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pki.pool()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	// Two connections that send half a request hold both slots.
-	for range 2 {
-		c := dial()
-		fmt.Fprintf(c, "POST /allow HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
-	}
-	third, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer third.Close()
-	tc := tls.Client(third, &tls.Config{RootCAs: pki.pool()})
-	tc.SetDeadline(time.Now().Add(time.Second))
-	if err := tc.Handshake(); err == nil {
-		t.Fatal("a third connection was served while two requests held the cap")
-	}
-
-	// Idle kept-alive connections make room for new ones.
-	s2, err := New(Options{MaxConnections: 2, GracePeriod: -1}, secrets, allowAll("/allow"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr2, _ := startServer(t, s2)
-	body := reviewJSON(t, admissionV1, "uid", []byte(`{}`), false)
-	var wg sync.WaitGroup
-	for i := range 5 {
-		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool()}}}
-		wg.Go(func() {
-			for range 3 {
-				resp, err := client.Post("https://"+addr2+"/allow", "application/json", bytes.NewReader(body))
-				if err != nil {
-					t.Errorf("client %d: %v", i, err)
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					t.Errorf("client %d: %s", i, resp.Status)
-				}
-			}
-		})
-	}
-	wg.Wait()
-
-	// Connections opened and left silent make room once they have been
-	// silent for newConnGrace.
-	s3, err := New(Options{MaxConnections: 2, GracePeriod: -1}, secrets, allowAll("/allow"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr3, _ := startServer(t, s3)
-	for range 2 {
-		c, err := tls.Dial("tcp", addr3, &tls.Config{RootCAs: pki.pool()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-	}
-	start := time.Now()
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool()}}}
-	resp, err := client.Post("https://"+addr3+"/allow", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("request beside two silent connections at the cap: %v", err)
-	}
-	resp.Body.Close()
-	if d := time.Since(start); d < newConnGrace/2 {
-		t.Errorf("a silent connection was cut after %v, before newConnGrace", d)
 	}
 }
 
@@ -465,7 +382,7 @@ func TestReadBodyChargesWhatArrived(t *testing.T) {
 	var charged int64
 	reserve := func(n int64) error { charged += n; return nil }
 	stalled := io.MultiReader(strings.NewReader("0123456789"), iotestErrReader{os.ErrDeadlineExceeded})
-	if _, err := readBody(stalled, 7<<20, 7<<20, reserve); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, err := readBody(stalled, 7<<20, 7<<20, reserve, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("readBody of a stalled body: %v", err)
 	}
 	if charged > 2*firstBodyChunk {
@@ -488,14 +405,22 @@ func TestReadBodyChargesWhatArrived(t *testing.T) {
 				for i := range body {
 					body[i] = byte(i)
 				}
-				got, err := readBody(reader(bytes.NewReader(body)), announced, 7<<20, func(int64) error { return nil })
+				// A pacer whose deadlines grow by the byte records them.
+				rec := &deadlineRecorder{}
+				pacer := &bodyPacer{rc: http.NewResponseController(rec), grace: 0, limit: time.Hour, rate: float64(time.Second)}
+				got, err := readBody(reader(bytes.NewReader(body)), announced, 7<<20, func(int64) error { return nil }, pacer)
+				paced := rec.paced()
 				if err != nil || !bytes.Equal(got, body) {
 					t.Fatalf("readBody(%d bytes, announced %d, %s reader) = %d bytes, %v", size, announced, rname, len(got), err)
+				}
+				// pace hears of the bytes as they arrive, never of more.
+				if !slices.IsSorted(paced) || (len(paced) > 0 && paced[len(paced)-1] > int64(size)) || (len(paced) == 0 && size > 0 && rname != "data+EOF") {
+					t.Fatalf("readBody(%d bytes, announced %d, %s reader) paced %v", size, announced, rname, paced)
 				}
 			}
 			charged = 0
 			body := bytes.Repeat([]byte("x"), size)
-			got, err := readBody(bytes.NewReader(body), announced, 7<<20, reserve)
+			got, err := readBody(bytes.NewReader(body), announced, 7<<20, reserve, nil)
 			if err != nil || !bytes.Equal(got, body) {
 				t.Fatalf("readBody(%d bytes, announced %d) = %d bytes, %v", size, announced, len(got), err)
 			}
@@ -511,9 +436,30 @@ func TestReadBodyChargesWhatArrived(t *testing.T) {
 		}
 	}
 	refuse := func(int64) error { return ErrOverloaded }
-	if _, err := readBody(strings.NewReader("{}"), 2, 100, refuse); !errors.Is(err, ErrOverloaded) {
+	if _, err := readBody(strings.NewReader("{}"), 2, 100, refuse, nil); !errors.Is(err, ErrOverloaded) {
 		t.Errorf("readBody with no budget: %v, want ErrOverloaded", err)
 	}
+}
+
+// deadlineRecorder is a ResponseWriter that records its read deadlines.
+type deadlineRecorder struct {
+	http.ResponseWriter
+	deadlines []time.Time
+}
+
+func (r *deadlineRecorder) SetReadDeadline(d time.Time) error {
+	r.deadlines = append(r.deadlines, d)
+	return nil
+}
+
+// paced returns the bytes each deadline was earned by: one nanosecond a
+// byte from the zero time.
+func (r *deadlineRecorder) paced() []int64 {
+	var n []int64
+	for _, d := range r.deadlines {
+		n = append(n, int64(d.Sub(time.Time{})))
+	}
+	return n
 }
 
 type iotestErrReader struct{ err error }

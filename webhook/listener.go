@@ -2,153 +2,130 @@ package webhook
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
-	"net/http"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 )
 
-// connLimiter caps the connections the server holds open at once. Each
-// costs a goroutine and TLS and HTTP buffers (tens of KiB), so without a cap
-// anyone who can reach the port grows the process by opening connections
-// and never finishing a request.
-//
-// When a new connection arrives at the cap, the connection idle longest is
-// closed to make room: a kept-alive one between requests (clients retry a
-// request on a fresh connection when an idle one closes), or one that has
-// sent nothing for newConnGrace since it opened. When none is idle, the new
-// connection waits, in the kernel's accept queue and in Accept, until one
-// closes. Connections busy with a request are never cut: the server's read
-// and write timeouts end those.
-type connLimiter struct {
-	tokens chan struct{} // one per open connection
-	done   chan struct{} // closed with the listener
+// tlsListener accepts connections as fast as they arrive, counts each
+// against a connLimiter (which makes room at the cap), completes each TLS
+// handshake in a goroutine of its own within the limiter's handshake
+// deadline, and hands Accept only connections whose handshake is done. A
+// peer that connects and never finishes its handshake therefore holds
+// neither the http.Server's accept loop nor, past the deadline, a slot.
+type tlsListener struct {
+	raw    net.Listener
+	l      *connLimiter
+	config *tls.Config
+	// logger reports failed handshakes and connections closed at the cap,
+	// at most one of each a second: a flood makes thousands.
+	logger *zap.Logger
+	// shedMessage says a connection was closed at a cap, naming the caps'
+	// settings.
+	shedMessage string
 
-	mu   sync.Mutex
-	idle map[*limitedConn]idleConn
-}
-
-// idleConn is when a connection turned idle, and whether it has yet to
-// send its first request.
-type idleConn struct {
-	since time.Time
-	fresh bool
-}
-
-// newConnGrace is how long a new connection may stay silent before it
-// counts as idle: far longer than a client takes between connecting and
-// sending its request, so only connections opened and left unused are cut.
-const newConnGrace = time.Second
-
-func newConnLimiter(max int) *connLimiter {
-	return &connLimiter{
-		tokens: make(chan struct{}, max),
-		done:   make(chan struct{}),
-		idle:   map[*limitedConn]idleConn{},
-	}
-}
-
-// limitedListener is a listener whose connections count against a
-// connLimiter.
-type limitedListener struct {
-	net.Listener
-	l         *connLimiter
+	ready     chan net.Conn // handshaken connections for Accept
+	failed    chan error    // the raw listener's last error
+	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 }
 
-func (ln *limitedListener) Accept() (net.Conn, error) {
-	c, err := ln.Listener.Accept()
-	if err != nil {
+func newTLSListener(raw net.Listener, l *connLimiter, config *tls.Config, logger *zap.Logger, shedMessage string) *tlsListener {
+	ln := &tlsListener{
+		raw:         raw,
+		l:           l,
+		config:      config,
+		logger:      logger,
+		shedMessage: shedMessage,
+		ready:       make(chan net.Conn),
+		failed:      make(chan error, 1),
+		done:        make(chan struct{}),
+	}
+	go ln.acceptLoop()
+	return ln
+}
+
+// Accept returns the next connection whose handshake is done.
+func (ln *tlsListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-ln.ready:
+		return c, nil
+	case err := <-ln.failed:
+		ln.failed <- err
 		return nil, err
-	}
-	for {
-		select {
-		case ln.l.tokens <- struct{}{}:
-			return &limitedConn{Conn: c, l: ln.l}, nil
-		default:
-		}
-		if ln.l.closeOldestIdle() {
-			continue
-		}
-		select {
-		case ln.l.tokens <- struct{}{}:
-			return &limitedConn{Conn: c, l: ln.l}, nil
-		case <-ln.l.done:
-			c.Close()
-			return nil, net.ErrClosed
-		case <-time.After(idlePoll):
-			// A connection may have turned idle without freeing a token.
-		}
+	case <-ln.done:
+		return nil, net.ErrClosed
 	}
 }
 
-// idlePoll is how often an Accept waiting at the cap looks again for an
-// idle connection to close.
-const idlePoll = 100 * time.Millisecond
-
-func (ln *limitedListener) Close() error {
-	ln.closeOnce.Do(func() { close(ln.l.done) })
-	return ln.Listener.Close()
-}
-
-// closeOldestIdle closes the connection idle longest and reports whether
-// there was one.
-func (l *connLimiter) closeOldestIdle() bool {
-	l.mu.Lock()
-	var oldest *limitedConn
-	var since time.Time
-	now := time.Now()
-	for c, ic := range l.idle {
-		if ic.fresh && now.Sub(ic.since) < newConnGrace {
-			continue
-		}
-		if oldest == nil || ic.since.Before(since) {
-			oldest, since = c, ic.since
-		}
-	}
-	if oldest != nil {
-		delete(l.idle, oldest)
-	}
-	l.mu.Unlock()
-	if oldest == nil {
-		return false
-	}
-	oldest.Close()
-	return true
-}
-
-// connState is http.Server.ConnState: it tracks which connections are idle.
-func (l *connLimiter) connState(c net.Conn, state http.ConnState) {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	lc, ok := c.(*limitedConn)
-	if !ok {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if state == http.StateNew || state == http.StateIdle {
-		l.idle[lc] = idleConn{since: time.Now(), fresh: state == http.StateNew}
-	} else {
-		delete(l.idle, lc)
-	}
-}
-
-// limitedConn gives its token back when it closes, once.
-type limitedConn struct {
-	net.Conn
-	l    *connLimiter
-	once sync.Once
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		delete(c.l.idle, c)
-		c.l.mu.Unlock()
-		<-c.l.tokens
+// Close stops accepting; handshakes under way end at their deadline, or
+// at once when they finish (nothing takes their connection any more).
+func (ln *tlsListener) Close() error {
+	err := net.ErrClosed
+	ln.closeOnce.Do(func() {
+		close(ln.done)
+		err = ln.raw.Close()
 	})
 	return err
+}
+
+func (ln *tlsListener) Addr() net.Addr { return ln.raw.Addr() }
+
+// acceptLoop accepts until the raw listener fails, backing off on
+// temporary errors (out of file descriptors, say) as net/http does.
+func (ln *tlsListener) acceptLoop() {
+	var backoff time.Duration
+	for {
+		raw, err := ln.raw.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Temporary() && !errors.Is(err, net.ErrClosed) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				ln.logger.Warn("webhook accept failed; retrying", zap.Duration("after", backoff), zap.Error(err))
+				select {
+				case <-time.After(backoff):
+					continue
+				case <-ln.done:
+					return
+				}
+			}
+			ln.failed <- err
+			return
+		}
+		backoff = 0
+		shed := ln.l.shed.Load()
+		c := ln.l.admit(raw, ln.done)
+		if c == nil {
+			continue
+		}
+		if ln.l.shed.Load() != shed {
+			ln.logger.Warn(ln.shedMessage, zap.Stringer("remote", raw.RemoteAddr()), zap.Int64("closedSoFar", ln.l.shed.Load()))
+		}
+		go ln.handshake(c)
+	}
+}
+
+// handshake completes c's TLS handshake by its due time and hands c to
+// Accept.
+func (ln *tlsListener) handshake(c *trackedConn) {
+	ln.l.mu.Lock()
+	deadline := c.due
+	ln.l.mu.Unlock()
+	c.SetDeadline(deadline)
+	tc := tls.Server(c, ln.config)
+	if err := tc.Handshake(); err != nil {
+		ln.logger.Warn("TLS handshake failed", zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	ln.l.handshaken(c)
+	select {
+	case ln.ready <- tc:
+	case <-ln.done:
+		c.Close()
+	}
 }

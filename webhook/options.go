@@ -34,6 +34,23 @@ const (
 	// webhook replica, and at the tens of KiB each holds, a bounded share of
 	// the process's memory.
 	DefaultMaxConnections = 1000
+	// DefaultMaxConnectionsPerPeer is twice the admissions a replica
+	// decides at once (DefaultMaxAdmissionsInFlight), so one kube-apiserver
+	// never meets it, and a quarter of DefaultMaxConnections, so one
+	// address cannot hold them all.
+	DefaultMaxConnectionsPerPeer = 256
+	// DefaultHandshakeTimeout bounds a TLS handshake: a few round trips,
+	// which take milliseconds inside a cluster.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultReadHeaderTimeout bounds a request's headers, which the
+	// kube-apiserver sends at once.
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultMinBodyRate is the slowest pace, in bytes a second, at which a
+	// body may arrive after its first ReadHeaderTimeout: a largest body
+	// (DefaultMaxRequestBodyBytes) at this pace takes about the longest
+	// webhook timeout, and a peer that trickles a body must send this much
+	// a second for every connection it holds.
+	DefaultMinBodyRate = 256 << 10
 	// DefaultMaxAdmissionsInFlight is far more than a replica on a core or
 	// two decides at once; beyond it requests are answered 429 at once.
 	DefaultMaxAdmissionsInFlight = 128
@@ -98,9 +115,35 @@ type Options struct {
 	// within twice ReadTimeout of the request's headers.
 	ReadTimeout time.Duration
 	// MaxConnections caps the connections held open at once (default
-	// DefaultMaxConnections). At the cap the longest idle connection is
-	// closed for a new one, or the new one waits for a connection to end.
+	// DefaultMaxConnections). A new connection is always accepted: at the
+	// cap the connection due soonest is closed for it, the one with the
+	// least time left before its handshake, headers, body pace or idle
+	// time would end it anyway (see HandshakeTimeout, ReadHeaderTimeout,
+	// MinBodyRate). Connections deciding an admission are never closed;
+	// with ClientCAFile set, no authenticated connection is closed while
+	// one is still in its handshake. Only when every connection is
+	// deciding does a new one wait.
 	MaxConnections int
+	// MaxConnectionsPerPeer caps the connections held open from one IP
+	// address (default DefaultMaxConnectionsPerPeer; at most
+	// MaxConnections). At it, a new connection from that address closes
+	// that address's connection due soonest, so a peer flooding the port
+	// cuts its own; if all of them are deciding, the new one waits.
+	MaxConnectionsPerPeer int
+	// HandshakeTimeout bounds a connection's TLS handshake from its
+	// accept (default DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// ReadHeaderTimeout bounds a request's headers, from the handshake or
+	// from the first bytes of a request on a kept-alive connection
+	// (default DefaultReadHeaderTimeout, at most ReadTimeout); a body then
+	// has as long again to start arriving.
+	ReadHeaderTimeout time.Duration
+	// MinBodyRate is the slowest average pace, in bytes a second, at which
+	// a body may arrive once its first ReadHeaderTimeout has passed
+	// (default DefaultMinBodyRate): a body of n bytes must be in within
+	// ReadHeaderTimeout + n/MinBodyRate of its headers, and ReadTimeout
+	// still bounds it. A body that falls behind is answered 408.
+	MinBodyRate int64
 	// MaxAdmissionsInFlight caps the admissions being decided at once
 	// (default DefaultMaxAdmissionsInFlight); one more is answered 429 with
 	// Retry-After at once, which the kube-apiserver retries.
@@ -152,6 +195,10 @@ func DefaultOptions() Options {
 		ReadinessTimeout:      DefaultReadinessTimeout,
 		ReadTimeout:           DefaultReadTimeout,
 		MaxConnections:        DefaultMaxConnections,
+		MaxConnectionsPerPeer: DefaultMaxConnectionsPerPeer,
+		HandshakeTimeout:      DefaultHandshakeTimeout,
+		ReadHeaderTimeout:     DefaultReadHeaderTimeout,
+		MinBodyRate:           DefaultMinBodyRate,
 		MaxAdmissionsInFlight: DefaultMaxAdmissionsInFlight,
 		MaxInFlightMemory:     DefaultMaxInFlightMemory,
 		ObjectLimits:          DefaultObjectLimits(),
@@ -185,6 +232,10 @@ func (o Options) withDefaults() (Options, error) {
 	o.Logger = cmp.Or(o.Logger, d.Logger)
 	o.ReadTimeout = cmp.Or(o.ReadTimeout, d.ReadTimeout)
 	o.MaxConnections = cmp.Or(o.MaxConnections, d.MaxConnections)
+	o.MaxConnectionsPerPeer = cmp.Or(o.MaxConnectionsPerPeer, d.MaxConnectionsPerPeer)
+	o.HandshakeTimeout = cmp.Or(o.HandshakeTimeout, d.HandshakeTimeout)
+	o.ReadHeaderTimeout = cmp.Or(o.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	o.MinBodyRate = cmp.Or(o.MinBodyRate, d.MinBodyRate)
 	o.MaxAdmissionsInFlight = cmp.Or(o.MaxAdmissionsInFlight, d.MaxAdmissionsInFlight)
 	o.MaxInFlightMemory = cmp.Or(o.MaxInFlightMemory, d.MaxInFlightMemory)
 	var err error
@@ -204,6 +255,14 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("webhook: ReadTimeout %v is negative", o.ReadTimeout)
 	case o.MaxConnections < 0:
 		return o, fmt.Errorf("webhook: MaxConnections %d is negative", o.MaxConnections)
+	case o.MaxConnectionsPerPeer < 0:
+		return o, fmt.Errorf("webhook: MaxConnectionsPerPeer %d is negative", o.MaxConnectionsPerPeer)
+	case o.HandshakeTimeout < 0:
+		return o, fmt.Errorf("webhook: HandshakeTimeout %v is negative", o.HandshakeTimeout)
+	case o.ReadHeaderTimeout < 0:
+		return o, fmt.Errorf("webhook: ReadHeaderTimeout %v is negative", o.ReadHeaderTimeout)
+	case o.MinBodyRate < 0:
+		return o, fmt.Errorf("webhook: MinBodyRate %d is negative", o.MinBodyRate)
 	case o.MaxAdmissionsInFlight < 0:
 		return o, fmt.Errorf("webhook: MaxAdmissionsInFlight %d is negative", o.MaxAdmissionsInFlight)
 	case o.MaxInFlightMemory < 2*bodyReservation(o.MaxRequestBodyBytes):

@@ -23,6 +23,16 @@ const (
 	ReadyzPath  = "/readyz"
 )
 
+// idleTimeout is how long a kept-alive connection may wait for its next
+// request: as long as the kube-apiserver's own idle connections wait.
+const idleTimeout = 90 * time.Second
+
+// maxHeaderBytes bounds a request's headers (net/http answers 431 beyond
+// it, and allows 4 KiB more): the kube-apiserver sends well under 1 KiB,
+// a bearer token a few KiB more, and at net/http's default of 1 MiB a
+// thousand connections trickling headers would hold a GiB.
+const maxHeaderBytes = 16 << 10
+
 // maxDrain bounds Shutdown: the kube-apiserver gives a webhook call at most
 // 30 seconds, so no admission in flight can legitimately take longer.
 const maxDrain = 30 * time.Second
@@ -38,6 +48,8 @@ type Server struct {
 	budget    *memoryBudget
 	inFlight  atomic.Int64
 	draining  atomic.Bool
+	// conns is the limiter of the connections Serve holds, for tests.
+	conns atomic.Pointer[connLimiter]
 	// answers pools the buffers answers are encoded into (*[]byte).
 	answers sync.Pool
 }
@@ -163,6 +175,10 @@ func (s *Server) TLSConfig() *tls.Config {
 	cfg := &tls.Config{
 		MinVersion:     s.opts.TLSMinVersion,
 		GetCertificate: s.certs.getCertificate,
+		NextProtos:     []string{"http/1.1"},
+	}
+	if s.opts.EnableHTTP2 {
+		cfg.NextProtos = []string{"h2", "http/1.1"}
 	}
 	if s.clientCAs != nil {
 		// Any certificate is requested and VerifyConnection checks it, on
@@ -196,17 +212,27 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(s.opts.EnableHTTP2)
-	limiter := newConnLimiter(s.opts.MaxConnections)
-	ln = &limitedListener{Listener: ln, l: limiter}
+	limiter := newConnLimiter(s.opts, idleTimeout)
+	s.conns.Store(limiter)
+	tlsConfig := s.TLSConfig()
+	// Handshakes are the listener's (see tlsListener): under a flood,
+	// thousands fail, so their warnings are sampled.
+	sampled := s.logger.Named("tls").WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, 1, 0)
+	}))
+	ln = newTLSListener(ln, limiter, tlsConfig, sampled, fmt.Sprintf("at a connection cap (%s, %s): closed the connection due soonest for a new one",
+		s.opts.SettingName("MaxConnections"), s.opts.SettingName("MaxConnectionsPerPeer")))
 	srv := &http.Server{
 		Handler:           s,
-		TLSConfig:         s.TLSConfig(),
+		TLSConfig:         tlsConfig,
 		Protocols:         &protocols,
-		ReadHeaderTimeout: min(10*time.Second, s.opts.ReadTimeout),
+		ReadHeaderTimeout: limiter.header,
 		ReadTimeout:       s.opts.ReadTimeout,
 		WriteTimeout:      2 * s.opts.ReadTimeout,
-		IdleTimeout:       90 * time.Second,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ConnState:         limiter.connState,
+		ConnContext:       connContext,
 		ErrorLog:          errorLog,
 		BaseContext: func(net.Listener) context.Context {
 			// Requests outlive ctx during the grace period and the drain.
@@ -214,7 +240,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		},
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	go func() { served <- srv.Serve(ln) }()
 
 	select {
 	case err := <-served:

@@ -13,7 +13,9 @@
 // lifetimes --webhook-ca-validity, --webhook-ca-rotate-before,
 // --webhook-cert-validity and --webhook-cert-rotate-before,
 // --webhook-kube-namespaces, the bounds on what the webhook reads
-// (--webhook-read-timeout, --webhook-max-connections,
+// (--webhook-read-timeout, --webhook-handshake-timeout,
+// --webhook-read-header-timeout, --webhook-min-body-rate,
+// --webhook-max-connections, --webhook-max-connections-per-peer,
 // --webhook-max-in-flight, --webhook-max-in-flight-memory,
 // --webhook-max-request-body-bytes, --webhook-max-object-depth,
 // --webhook-max-containers, --webhook-max-volumes, --webhook-max-env,

@@ -110,10 +110,12 @@ type Flags struct {
 	Uninstall bool
 	// Webhook holds the webhook's bounds on what its callers may send, and
 	// its client authentication: the flags --webhook-read-timeout,
-	// --webhook-max-* and --webhook-client-ca are registered directly on
-	// its fields ReadTimeout, MaxConnections, MaxAdmissionsInFlight,
-	// MaxInFlightMemory, MaxRequestBodyBytes, ObjectLimits and
-	// ClientCAFile, which webhook.Options documents with their defaults
+	// --webhook-read-header-timeout, --webhook-handshake-timeout,
+	// --webhook-min-body-rate, --webhook-max-* and --webhook-client-ca are
+	// registered directly on its fields ReadTimeout, ReadHeaderTimeout,
+	// HandshakeTimeout, MinBodyRate, MaxConnections, MaxConnectionsPerPeer,
+	// MaxAdmissionsInFlight, MaxInFlightMemory, MaxRequestBodyBytes,
+	// ObjectLimits and ClientCAFile, which webhook.Options documents with their defaults
 	// (a zero field takes the default there). Its other fields are not
 	// read: the webhook's address, port, grace period and namespaces have
 	// flags of their own above, and what no flag sets comes from the

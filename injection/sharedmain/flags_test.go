@@ -72,10 +72,12 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--webhook-read-timeout=5s", "--webhook-max-connections=10", "--webhook-max-in-flight=3",
 				"--webhook-max-in-flight-memory=64Mi", "--webhook-max-request-body-bytes=1M", "--webhook-max-object-depth=20",
 				"--webhook-max-containers=4", "--webhook-max-volumes=5", "--webhook-max-env=6", "--webhook-max-volume-mounts=7",
-				"--webhook-max-patch-bytes=65536", "--webhook-client-ca=/etc/ca.crt"},
+				"--webhook-max-patch-bytes=65536", "--webhook-client-ca=/etc/ca.crt",
+				"--webhook-max-connections-per-peer=8", "--webhook-handshake-timeout=2s", "--webhook-read-header-timeout=3s", "--webhook-min-body-rate=1Mi"},
 			want: func() Flags {
 				f := DefaultFlags()
 				f.Webhook.ReadTimeout, f.Webhook.MaxConnections, f.Webhook.MaxAdmissionsInFlight = 5*time.Second, 10, 3
+				f.Webhook.MaxConnectionsPerPeer, f.Webhook.HandshakeTimeout, f.Webhook.ReadHeaderTimeout, f.Webhook.MinBodyRate = 8, 2*time.Second, 3*time.Second, 1<<20
 				f.Webhook.MaxInFlightMemory, f.Webhook.MaxRequestBodyBytes = 64<<20, 1000000
 				f.Webhook.ObjectLimits = webhook.ObjectLimits{MaxDepth: 20, MaxContainers: 4, MaxVolumes: 5, MaxEnv: 6, MaxVolumeMounts: 7, MaxPatchBytes: 65536}
 				f.Webhook.ClientCAFile = "/etc/ca.crt"
@@ -204,6 +206,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"webhook-max-in-flight-memory": "64Mi", "webhook-max-request-body-bytes": "1M", "webhook-max-object-depth": "20",
 		"webhook-max-containers": "4", "webhook-max-volumes": "5", "webhook-max-env": "6", "webhook-max-volume-mounts": "7",
 		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt",
+		"webhook-max-connections-per-peer": "8", "webhook-handshake-timeout": "2s", "webhook-read-header-timeout": "3s", "webhook-min-body-rate": "1Mi",
 		"metrics-address": "127.0.0.1:9091", "uninstall": "true", "declarative-admission": "webhook",
 	}
 	var args, names []string
@@ -248,13 +251,14 @@ func TestParseFlagsHelp(t *testing.T) {
 	}
 	for _, name := range []string{"-webhook-ip-sans", "-webhook-read-timeout", "-webhook-max-connections", "-webhook-max-in-flight",
 		"-webhook-max-in-flight-memory", "-webhook-max-request-body-bytes", "-webhook-max-object-depth", "-webhook-max-containers",
-		"-webhook-max-volumes", "-webhook-max-env", "-webhook-max-volume-mounts", "-webhook-max-patch-bytes", "-webhook-client-ca"} {
+		"-webhook-max-volumes", "-webhook-max-env", "-webhook-max-volume-mounts", "-webhook-max-patch-bytes", "-webhook-client-ca",
+		"-webhook-max-connections-per-peer", "-webhook-handshake-timeout", "-webhook-read-header-timeout", "-webhook-min-body-rate"} {
 		if !strings.Contains(usage.String(), name+" ") {
 			t.Errorf("usage does not list %s:\n%s", name, usage.String())
 		}
 	}
 	// Each bound shows its default.
-	for _, def := range []string{"(default 48Mi)", "(default 7Mi)", "(default 1Mi)", "(default 30s)", "(default 256)"} {
+	for _, def := range []string{"(default 48Mi)", "(default 7Mi)", "(default 1Mi)", "(default 30s)", "(default 256)", "(default 5s)", "(default 256Ki)"} {
 		if !strings.Contains(usage.String(), def) {
 			t.Errorf("usage does not show %s:\n%s", def, usage.String())
 		}

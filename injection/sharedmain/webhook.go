@@ -175,7 +175,14 @@ func newWebhook(ctx context.Context, namespace, component string, f Flags, opts 
 // sharedmain keeps no copy of either. Only the flag names live here.
 func registerWebhookFlags(fs *flag.FlagSet, o *webhook.Options) {
 	fs.DurationVar(&o.ReadTimeout, "webhook-read-timeout", o.ReadTimeout, "longest time to read one admission request, headers and body; the request's own timeout shortens it")
-	fs.IntVar(&o.MaxConnections, "webhook-max-connections", o.MaxConnections, "connections the webhook holds open at once; at the cap the longest idle one is closed, or new ones wait")
+	fs.IntVar(&o.MaxConnections, "webhook-max-connections", o.MaxConnections, "connections the webhook holds open at once; at the cap the connection due soonest "+
+		"(its handshake, headers, body pace or idle time nearest their end) is closed for a new one; connections deciding an admission are never closed")
+	fs.IntVar(&o.MaxConnectionsPerPeer, "webhook-max-connections-per-peer", o.MaxConnectionsPerPeer, "connections the webhook holds open from one IP address; "+
+		"at the cap a new one closes that address's connection due soonest")
+	fs.DurationVar(&o.HandshakeTimeout, "webhook-handshake-timeout", o.HandshakeTimeout, "longest time for a connection's TLS handshake")
+	fs.DurationVar(&o.ReadHeaderTimeout, "webhook-read-header-timeout", o.ReadHeaderTimeout, "longest time for a request's headers; a body has as long again to start")
+	fs.Var(byteQuantity{&o.MinBodyRate}, "webhook-min-body-rate", "slowest average pace, in bytes a second (a quantity, e.g. 256Ki), at which a body may arrive "+
+		"once --webhook-read-header-timeout has passed; slower bodies are answered 408")
 	fs.IntVar(&o.MaxAdmissionsInFlight, "webhook-max-in-flight", o.MaxAdmissionsInFlight, "admissions decided at once; more are answered 429 with Retry-After")
 	fs.Var(byteQuantity{&o.MaxInFlightMemory}, "webhook-max-in-flight-memory", "estimated memory admissions in flight may hold together (a quantity, e.g. 48Mi); beyond it requests are answered 429")
 	fs.Var(byteQuantity{&o.MaxRequestBodyBytes}, "webhook-max-request-body-bytes", "largest admission request body (a quantity, e.g. 7Mi); larger ones are answered 413")
@@ -195,6 +202,10 @@ func registerWebhookFlags(fs *flag.FlagSet, o *webhook.Options) {
 var webhookFlagNames = map[string]string{
 	"ReadTimeout":                  "--webhook-read-timeout",
 	"MaxConnections":               "--webhook-max-connections",
+	"MaxConnectionsPerPeer":        "--webhook-max-connections-per-peer",
+	"HandshakeTimeout":             "--webhook-handshake-timeout",
+	"ReadHeaderTimeout":            "--webhook-read-header-timeout",
+	"MinBodyRate":                  "--webhook-min-body-rate",
 	"MaxAdmissionsInFlight":        "--webhook-max-in-flight",
 	"MaxInFlightMemory":            "--webhook-max-in-flight-memory",
 	"MaxRequestBodyBytes":          "--webhook-max-request-body-bytes",
@@ -218,6 +229,9 @@ func validateWebhookFlags(o webhook.Options) error {
 	}{
 		{"ReadTimeout", int64(o.ReadTimeout)},
 		{"MaxConnections", int64(o.MaxConnections)},
+		{"MaxConnectionsPerPeer", int64(o.MaxConnectionsPerPeer)},
+		{"HandshakeTimeout", int64(o.HandshakeTimeout)},
+		{"ReadHeaderTimeout", int64(o.ReadHeaderTimeout)},
 		{"MaxAdmissionsInFlight", int64(o.MaxAdmissionsInFlight)},
 		{"ObjectLimits.MaxDepth", int64(o.ObjectLimits.MaxDepth)},
 		{"ObjectLimits.MaxContainers", int64(o.ObjectLimits.MaxContainers)},
@@ -236,6 +250,10 @@ func validateWebhookFlags(o webhook.Options) error {
 func applyWebhookFlags(o *webhook.Options, f webhook.Options) {
 	o.ReadTimeout = f.ReadTimeout
 	o.MaxConnections = f.MaxConnections
+	o.MaxConnectionsPerPeer = f.MaxConnectionsPerPeer
+	o.HandshakeTimeout = f.HandshakeTimeout
+	o.ReadHeaderTimeout = f.ReadHeaderTimeout
+	o.MinBodyRate = f.MinBodyRate
 	o.MaxAdmissionsInFlight = f.MaxAdmissionsInFlight
 	o.MaxInFlightMemory = f.MaxInFlightMemory
 	o.MaxRequestBodyBytes = f.MaxRequestBodyBytes

@@ -1,0 +1,206 @@
+package webhook
+
+import (
+	stdcmp "cmp"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeConn is a connection from addr that records its Close.
+type fakeConn struct {
+	net.Conn // nil: the limiter calls only RemoteAddr and Close
+	addr     *net.TCPAddr
+	mu       sync.Mutex
+	closed   bool
+}
+
+func (c *fakeConn) RemoteAddr() net.Addr { return c.addr }
+func (c *fakeConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	return nil
+}
+func (c *fakeConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// TestConnLimiterShedsTheConnectionDueSoonest drives a connLimiter
+// through the stages of its connections on a fake clock and checks which
+// one a new connection at a cap closes.
+func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
+	type conn struct {
+		name, peer string
+		// stage: "handshake", "headers" (handshaken), "body" (due in
+		// dueIn), "deciding" or "idle" (after a request).
+		stage string
+		dueIn time.Duration
+	}
+	for _, tc := range []struct {
+		name          string
+		max, perPeer  int
+		authenticated bool
+		open          []conn
+		newPeer       string
+		// shed is the connection closed for the new one; "" means none.
+		shed string
+	}{{
+		name:    "a fresh connection goes before a kept-alive one",
+		max:     2,
+		open:    []conn{{name: "apiserver", peer: "10.0.0.1", stage: "idle"}, {name: "silent", peer: "10.0.0.2", stage: "handshake"}},
+		newPeer: "10.0.0.3", shed: "silent",
+	}, {
+		name:    "a stalled body goes before a new handshake",
+		max:     2,
+		open:    []conn{{name: "new", peer: "10.0.0.1", stage: "handshake"}, {name: "stalled", peer: "10.0.0.2", stage: "body", dueIn: time.Second}},
+		newPeer: "10.0.0.3", shed: "stalled",
+	}, {
+		name:    "the older of two silent connections goes first",
+		max:     2,
+		open:    []conn{{name: "older", peer: "10.0.0.2", stage: "headers"}, {name: "newer", peer: "10.0.0.2", stage: "handshake"}},
+		newPeer: "10.0.0.2", shed: "older",
+	}, {
+		name:    "a body that keeps pace outlasts headers that do not come",
+		max:     2,
+		open:    []conn{{name: "headers", peer: "10.0.0.2", stage: "headers"}, {name: "body", peer: "10.0.0.1", stage: "body", dueIn: 20 * time.Second}},
+		newPeer: "10.0.0.3", shed: "headers",
+	}, {
+		name:    "a connection deciding is never cut",
+		max:     2,
+		open:    []conn{{name: "deciding", peer: "10.0.0.1", stage: "deciding"}, {name: "idle", peer: "10.0.0.1", stage: "idle"}},
+		newPeer: "10.0.0.2", shed: "idle",
+	}, {
+		name:          "with client authentication, handshakes go before authenticated connections",
+		max:           2,
+		authenticated: true,
+		open:          []conn{{name: "authenticated", peer: "10.0.0.1", stage: "headers"}, {name: "handshake", peer: "10.0.0.2", stage: "handshake", dueIn: time.Hour}},
+		newPeer:       "10.0.0.3", shed: "handshake",
+	}, {
+		name: "at its peer cap a peer cuts its own connection, not another's due sooner",
+		max:  10, perPeer: 2,
+		open:    []conn{{name: "other", peer: "10.0.0.1", stage: "body", dueIn: time.Millisecond}, {name: "own1", peer: "10.0.0.2", stage: "idle"}, {name: "own2", peer: "10.0.0.2", stage: "headers"}},
+		newPeer: "10.0.0.2", shed: "own2",
+	}, {
+		name: "below the caps nothing is cut",
+		max:  3, perPeer: 2,
+		open:    []conn{{name: "a", peer: "10.0.0.2", stage: "handshake"}, {name: "b", peer: "10.0.0.1", stage: "idle"}},
+		newPeer: "10.0.0.1",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			o := DefaultOptions()
+			o.MaxConnections, o.MaxConnectionsPerPeer = tc.max, stdcmp.Or(tc.perPeer, tc.max)
+			if tc.authenticated {
+				o.ClientCAFile = "ca.pem"
+			}
+			l := newConnLimiter(o, idleTimeout)
+			l.now = func() time.Time { return now }
+			raws := map[string]*fakeConn{}
+			for _, oc := range tc.open {
+				raw := &fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(oc.peer), Port: 1}}
+				raws[oc.name] = raw
+				c := l.admit(raw, nil)
+				if c == nil {
+					t.Fatalf("%s refused", oc.name)
+				}
+				switch oc.stage {
+				case "headers":
+					l.handshaken(c)
+				case "body":
+					l.handshaken(c)
+					l.connState(c, http.StateActive)
+					l.setDue(c, now.Add(oc.dueIn))
+				case "deciding":
+					l.handshaken(c)
+					l.connState(c, http.StateActive)
+					l.deciding(c)
+				case "idle":
+					l.handshaken(c)
+					l.connState(c, http.StateIdle)
+				case "handshake":
+					if oc.dueIn != 0 {
+						l.setDue(c, now.Add(oc.dueIn))
+					}
+				}
+				now = now.Add(time.Millisecond)
+			}
+			fresh := &fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(tc.newPeer), Port: 2}}
+			if got := l.admit(fresh, nil); got == nil || fresh.isClosed() {
+				t.Fatal("new connection refused")
+			}
+			var shed []string
+			for name, raw := range raws {
+				if raw.isClosed() {
+					shed = append(shed, name)
+				}
+			}
+			want := []string{}
+			if tc.shed != "" {
+				want = []string{tc.shed}
+			}
+			if diff := cmp.Diff(want, append([]string{}, shed...)); diff != "" {
+				t.Errorf("connections closed for the new one (-want +got):\n%s", diff)
+			}
+			if n := int(l.shed.Load()); n != len(want) {
+				t.Errorf("shed counter %d, want %d", n, len(want))
+			}
+		})
+	}
+}
+
+// TestConnLimiterWaitsWhenEveryConnectionDecides checks that at a cap,
+// the global one or a peer's, with every connection deciding, admit waits
+// for one to end rather than cutting it, and gives up when told.
+func TestConnLimiterWaitsWhenEveryConnectionDecides(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		max, perPeer int
+		newPeer      string
+	}{
+		{"global cap", 1, 1, "10.0.0.2"},
+		{"peer cap", 10, 1, "10.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.MaxConnections, o.MaxConnectionsPerPeer = tc.max, tc.perPeer
+			l := newConnLimiter(o, idleTimeout)
+			busy := l.admit(&fakeConn{addr: &net.TCPAddr{IP: net.ParseIP("10.0.0.1")}}, nil)
+			l.handshaken(busy)
+			l.deciding(busy)
+			admitted := make(chan *trackedConn, 1)
+			go func() { admitted <- l.admit(&fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(tc.newPeer)}}, nil) }()
+			select {
+			case <-admitted:
+				t.Fatal("a connection was admitted while the only one at the cap was deciding")
+			case <-time.After(100 * time.Millisecond):
+			}
+			busy.Close()
+			var waited *trackedConn
+			select {
+			case waited = <-admitted:
+				if waited == nil {
+					t.Fatal("the waiting connection was refused")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiting connection was not admitted when the deciding one ended")
+			}
+
+			// Once the listener closes, a connection waiting is closed.
+			l.deciding(waited)
+			done := make(chan struct{})
+			raw := &fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(tc.newPeer)}}
+			go func() { admitted <- l.admit(raw, done) }()
+			close(done)
+			if c := <-admitted; c != nil || !raw.isClosed() {
+				t.Error("a connection waiting when the listener closed was not closed")
+			}
+		})
+	}
+}
