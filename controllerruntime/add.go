@@ -83,6 +83,7 @@ func Add(mgr manager.Manager, opts Options) error {
 		mgr.AddReadyzCheck(ReadyzCheckName, r.ready),
 	); err != nil {
 		r.stopBase()
+		r.registry.unregisterAll()
 		return fmt.Errorf("bindkit: add to the Manager: %w", err)
 	}
 	return nil
@@ -108,9 +109,15 @@ func build(mgrConfig *rest.Config, o Options, logger *zap.Logger) (_ *binder, er
 	if err != nil {
 		return nil, err
 	}
-	m, err := metrics.New(o.MetricsRegistry)
+	reg := &trackedRegisterer{reg: o.MetricsRegistry}
+	defer func() {
+		if err != nil {
+			reg.unregisterAll()
+		}
+	}()
+	m, err := metrics.New(reg)
 	if err != nil {
-		return nil, fmt.Errorf("Options.MetricsRegistry: %w (one registry serves one Add)", err)
+		return nil, fmt.Errorf("Options.MetricsRegistry: %w (one registry serves one running Add)", err)
 	}
 	wopts := o.Webhook
 	wopts.SecretName = o.CertificatesSecret
@@ -130,7 +137,7 @@ func build(mgrConfig *rest.Config, o Options, logger *zap.Logger) (_ *binder, er
 	}
 	b := &binder{
 		opts: o, logger: logger, base: base, stopBase: stopBase, informers: informers, cmw: cmw,
-		impls: impls, metrics: m, synced: make(chan struct{}),
+		impls: impls, metrics: m, registry: reg, synced: make(chan struct{}),
 	}
 	for _, impl := range impls {
 		m.WatchLeaders(impl)

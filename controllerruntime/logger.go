@@ -1,6 +1,7 @@
 package controllerruntime
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/go-logr/logr"
@@ -55,6 +56,12 @@ func (c *logrCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	for _, f := range fields {
 		f.AddTo(enc)
 	}
+	// zap.Error's field is logr's err argument.
+	var err error
+	if msg, ok := enc.Fields["error"].(string); ok && e.Level >= zapcore.ErrorLevel {
+		err = errors.New(msg)
+		delete(enc.Fields, "error")
+	}
 	keys := make([]string, 0, len(enc.Fields))
 	for k := range enc.Fields {
 		keys = append(keys, k)
@@ -69,7 +76,7 @@ func (c *logrCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		l = l.WithName(e.LoggerName)
 	}
 	if e.Level >= zapcore.ErrorLevel {
-		l.Error(nil, e.Message, kv...)
+		l.Error(err, e.Message, kv...)
 		return nil
 	}
 	l.V(verbosity(e.Level)).Info(e.Message, kv...)

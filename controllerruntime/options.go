@@ -96,7 +96,8 @@ type Options struct {
 	CacheSyncTimeout time.Duration
 	// MetricsRegistry is where bindkit's metrics (package metrics) are
 	// registered. Default: controller-runtime's metrics.Registry, which
-	// the Manager's metrics server serves. One registry serves one Add.
+	// the Manager's metrics server serves. One registry serves one running
+	// Manager: the metrics leave it when the Manager stops.
 	MetricsRegistry prometheus.Registerer
 	// Logger receives bindkit's logs. Default: the Manager's logger
 	// (Manager.GetLogger) named "bindkit".

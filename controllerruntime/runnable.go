@@ -28,6 +28,7 @@ type binder struct {
 	cmw       *configmap.InformedWatcher
 	impls     []*controller.Impl
 	metrics   *metrics.Metrics
+	registry  *trackedRegisterer
 	admitters []webhook.Admitter
 	handler   *webhook.Server // nil when no kind is admitted by webhook
 	synced    chan struct{}   // closed once the caches are synced
@@ -39,8 +40,10 @@ func (b *binder) NeedLeaderElection() bool { return false }
 
 // Start starts the informers, waits for their caches (at most
 // Options.CacheSyncTimeout), runs the controllers' workers until ctx ends
-// or one fails, then drains them and stops the informers.
+// or one fails, then drains them, stops the informers and takes bindkit's
+// metrics out of the registry.
 func (b *binder) Start(ctx context.Context) error {
+	defer b.registry.unregisterAll()
 	defer b.stopBase()
 	defer b.informers.Shutdown()
 	defer b.cmw.Shutdown()

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -58,6 +59,10 @@ type flags struct {
 	certPath, certName, certKey        string
 	enableLeaderElection, enableHTTP2  bool
 	leaderElectionNamespace, namespace string
+
+	// registry, set by tests that run two Managers at once, is where
+	// bindkit's metrics go; nil is the Manager's registry.
+	registry prometheus.Registerer
 }
 
 func registerFlags(fs *flag.FlagSet) *flags {
@@ -114,6 +119,7 @@ func run(ctx context.Context, cfg *rest.Config, f *flags) error {
 		Kinds:           []*wiring.Kind{kind},
 		Controllers:     []sharedmain.Constructor{wiring.NamespaceGuard(kind)},
 		SystemNamespace: f.namespace,
+		MetricsRegistry: f.registry,
 	}); err != nil {
 		return err
 	}
