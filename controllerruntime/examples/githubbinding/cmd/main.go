@@ -39,11 +39,12 @@ const (
 )
 
 func main() {
+	// flag.CommandLine, as kubebuilder's main: controller-runtime adds
+	// --kubeconfig to it.
 	opts := zap.Options{}
-	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
-	opts.BindFlags(fs)
-	f := registerFlags(fs)
-	fs.Parse(os.Args[1:])
+	opts.BindFlags(flag.CommandLine)
+	f := registerFlags(flag.CommandLine)
+	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	if err := run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), f); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "manager stopped")
