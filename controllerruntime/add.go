@@ -94,14 +94,14 @@ func Add(mgr manager.Manager, opts Options) error {
 func build(mgrConfig *rest.Config, o Options, logger *zap.Logger) (_ *binder, err error) {
 	// Informers outlive the Manager's context: the reconcilers still read
 	// their caches while they drain. They stop when binder.Start returns.
-	base, stopBase := context.WithCancel(context.Background())
+	// It carries the logger, so the reconciles run in it log there too.
+	base, stopBase := context.WithCancel(logging.WithLogger(context.Background(), logger))
 	defer func() {
 		if err != nil {
 			stopBase()
 		}
 	}()
-	ctx := logging.WithLogger(base, logger)
-	ctx = injection.WithSystemNamespace(ctx, o.SystemNamespace)
+	ctx := injection.WithSystemNamespace(base, o.SystemNamespace)
 	cfg := rest.CopyConfig(mgrConfig)
 	cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), o.KubeAPIBurst
 	cfg.UserAgent = o.Component + "/bindkit (" + runtime.GOOS + "/" + runtime.GOARCH + ")"
