@@ -121,5 +121,8 @@ bench: $(NEWEST_BINS)
 	cd bench && $(GO) tool benchstat -filter '.name:RoundTrip' -col '/impl@(floor bindkit)' results.txt | tee -a benchstat.txt
 	@# Binding through the example binary, and in process, against the client-go floor.
 	cd bench && $(GO) tool benchstat -filter '.name:(Bind OR Reconcile1000)' -col '/impl@(floor bindkit)' results.txt | tee -a benchstat.txt
+	@# The same kind inside a controller-runtime Manager (controllerruntime/), against bindkit's own process and server.
+	cd bench && $(GO) tool benchstat -filter '.name:Bind' -col '/impl@(bindkit manager)' results.txt | tee -a benchstat.txt
+	cd bench && $(GO) tool benchstat -filter '.name:RoundTrip' -col '/impl@(bindkit bindkit-in-manager)' results.txt | tee -a benchstat.txt
 	@# The subject cache against a typed informer (only with BINDKIT_BENCH_MEMORY=1).
 	cd bench && $(GO) tool benchstat -filter '.name:SubjectCache10000' -col '/impl@(typed bindkit)' results.txt | tee -a benchstat.txt
