@@ -43,6 +43,13 @@ demo: $(NEWEST_BINS) $(KWOK)
 # most of a pass.
 CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/(test\/testenv|envtest|bindingtest)( |$$)/ && $$1 !~ /\/test\/faults/ {print $$1}')
 
+# The module that runs Binding kinds inside a controller-runtime Manager
+# (controllerruntime/, with its kubebuilder example) has a go.mod of its
+# own, so controller-runtime never becomes a dependency of the framework;
+# `go test ./...` here does not reach it. Its tests start control planes
+# (one per package) and run against both minors.
+CR_MODULE := controllerruntime
+
 # A test binary's time limit. go test's default, 10 minutes, is less than
 # the slowest control-plane package takes on 2 busy cores with -race; a
 # hung test still ends the run well within CI's 90 minutes.
@@ -52,8 +59,10 @@ TEST_TIMEOUT ?= 30m
 ## against the newest minor, then the control-plane tests against the older.
 test: tools vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd $(CR_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "integration tests against Kubernetes $(OLDER_MINOR):"
 	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(CONTROL_PLANE_PKGS)
+	cd $(CR_MODULE) && BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## tools: build kube-apiserver, kube-controller-manager, kube-scheduler and
 ## etcd of both minors, and kwok (first time: about 6 minutes for 1.37, 4.5
@@ -73,13 +82,15 @@ $(OLDER_BIN)/kube-apiserver: $(OLDER_INPUTS)
 $(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/kube-scheduler $(OLDER_BIN)/etcd: $(OLDER_BIN)/kube-apiserver
 	$(BUILD_CONTROL_PLANE) $(OLDER_TOOLS) $(OLDER_BIN)
 
-## vet: go vet every package.
+## vet: go vet every package, the controller-runtime module's too.
 vet:
 	$(GO) vet ./...
+	cd $(CR_MODULE) && $(GO) vet ./...
 
 ## unit: the tests that need no control plane (integration tests skip, loudly).
 unit:
 	BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
+	cd $(CR_MODULE) && BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
 
 .PHONY: generate
 ## generate: regenerate the examples' deep copies and CRDs with `bindkit generate`
@@ -110,5 +121,8 @@ bench: $(NEWEST_BINS)
 	cd bench && $(GO) tool benchstat -filter '.name:RoundTrip' -col '/impl@(floor bindkit)' results.txt | tee -a benchstat.txt
 	@# Binding through the example binary, and in process, against the client-go floor.
 	cd bench && $(GO) tool benchstat -filter '.name:(Bind OR Reconcile1000)' -col '/impl@(floor bindkit)' results.txt | tee -a benchstat.txt
+	@# The same kind inside a controller-runtime Manager (controllerruntime/), against bindkit's own process and server.
+	cd bench && $(GO) tool benchstat -filter '.name:Bind' -col '/impl@(bindkit manager)' results.txt | tee -a benchstat.txt
+	cd bench && $(GO) tool benchstat -filter '.name:RoundTrip' -col '/impl@(bindkit bindkit-in-manager)' results.txt | tee -a benchstat.txt
 	@# The subject cache against a typed informer (only with BINDKIT_BENCH_MEMORY=1).
 	cd bench && $(GO) tool benchstat -filter '.name:SubjectCache10000' -col '/impl@(typed bindkit)' results.txt | tee -a benchstat.txt

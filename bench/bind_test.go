@@ -21,6 +21,7 @@ import (
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/demo"
 	"github.com/bindkit/bindkit/test/testenv"
@@ -74,9 +75,19 @@ func BenchmarkBind(b *testing.B) {
 	sizes := bindSizes(b)
 	env := startControlPlane(b, "../"+demo.CRDPath)
 	bb := newBindBench(b, env)
+	// The same kind inside a controller-runtime Manager: the kubebuilder
+	// example (controllerruntime/examples/githubbinding), side by side
+	// (BINDKIT_BENCH_MANAGER=off leaves it out).
+	var mb *managerBench
+	if os.Getenv("BINDKIT_BENCH_MANAGER") != "off" {
+		mb = newManagerBench(b, env)
+	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("n=%d/impl=floor", n), func(b *testing.B) { bb.floor(b, n) })
 		b.Run(fmt.Sprintf("n=%d/impl=bindkit", n), func(b *testing.B) { bb.bindkit(b, n) })
+		if mb != nil {
+			b.Run(fmt.Sprintf("n=%d/impl=manager", n), func(b *testing.B) { bb.bindWith(b, n, mb.start, managerWebhookConfiguration) })
+		}
 	}
 }
 
@@ -242,6 +253,16 @@ func (bb *bindBench) floor(b *testing.B, n int) {
 // bindkit creates one selector GithubBinding and lets a fresh controller
 // process bind the n Deployments.
 func (bb *bindBench) bindkit(b *testing.B, n int) {
+	start := func(b *testing.B, extraEnv ...string) *process {
+		return startController(b, bb.env, bb.binary, bb.port, extraEnv...)
+	}
+	bb.bindWith(b, n, start, githubbinding.WebhookConfigurationName)
+}
+
+// bindWith creates one selector GithubBinding and lets a fresh process
+// that start starts bind the n Deployments; configuration is the webhook
+// configuration that process programs.
+func (bb *bindBench) bindWith(b *testing.B, n int, start func(b *testing.B, extraEnv ...string) *process, configuration string) {
 	ctx := context.Background()
 	bindings := bb.dyn.Resource(v1alpha1.GroupVersionResource())
 	var m runMetrics
@@ -255,7 +276,7 @@ func (bb *bindBench) bindkit(b *testing.B, n int) {
 			profile = filepath.Join(bb.profileDir, fmt.Sprintf("controller-n%d-%d-%d.prof", n, time.Now().Unix(), i))
 			extraEnv = append(extraEnv, "BINDKIT_CPUPROFILE="+profile)
 		}
-		ctrl := startController(b, bb.env, bb.binary, bb.port, extraEnv...)
+		ctrl := start(b, extraEnv...)
 		w := watchBound(b, bb.kube, ns, n, githubBound)
 		binding := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": v1alpha1.GroupVersionResource().GroupVersion().String(), "kind": "GithubBinding",
@@ -297,7 +318,7 @@ func (bb *bindBench) bindkit(b *testing.B, n int) {
 		}
 		m.peak = max(m.peak, ctrl.memory(b).hwm)
 		w.close()
-		bb.teardown(b, ns, ctrl)
+		bb.teardown(b, ns, ctrl, configuration)
 		b.StartTimer()
 	}
 	m.report(b, n)
@@ -307,7 +328,7 @@ func (bb *bindBench) bindkit(b *testing.B, n int) {
 // to unbind), then the Binding, waits for the controller to let it go and
 // to take the rules out of the webhook configuration, and stops the
 // controller.
-func (bb *bindBench) teardown(b *testing.B, ns string, ctrl *process) {
+func (bb *bindBench) teardown(b *testing.B, ns string, ctrl *process, configuration string) {
 	b.Helper()
 	deleteDeployments(b, bb.kube, ns)
 	bindings := bb.dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(ns)
@@ -321,7 +342,7 @@ func (bb *bindBench) teardown(b *testing.B, ns string, ctrl *process) {
 		_, err := bindings.Get(context.Background(), bindBindingName, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	waitWebhookIdle(b, bb.kube)
+	waitWebhookIdleNamed(b, bb.kube, configuration)
 	ctrl.stop(b)
 }
 

@@ -68,7 +68,8 @@ func removeBinaries() {
 
 // buildBinary builds pkg, once per test binary, and returns its path. A
 // package starting with "./examples" is built from the repository root (the
-// framework module), any other from bench/.
+// framework module), one under managerModule from that module, any other
+// from bench/.
 func buildBinary(tb testing.TB, pkg string) string {
 	tb.Helper()
 	binDirOnce.Do(func() { binDir, binDirErr = os.MkdirTemp("", "bindkit-bench-bin-") })
@@ -82,8 +83,13 @@ func buildBinary(tb testing.TB, pkg string) string {
 		// cmd/controller.
 		r.path = filepath.Join(binDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "-"))
 		cmd := exec.Command("go", "build", "-o", r.path, pkg)
-		if strings.HasPrefix(pkg, "./examples/") {
+		switch {
+		case strings.HasPrefix(pkg, "./examples/"):
 			cmd.Dir = ".."
+		case strings.HasPrefix(pkg, managerModule+"/"):
+			// The controller-runtime module, with its own go.mod.
+			cmd = exec.Command("go", "build", "-o", r.path, "."+strings.TrimPrefix(pkg, managerModule))
+			cmd.Dir = managerModule
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			r.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
@@ -120,8 +126,14 @@ func installWebhook(tb testing.TB, kube kubernetes.Interface, port int) {
 // that is about to stop.
 func waitWebhookIdle(tb testing.TB, kube kubernetes.Interface) {
 	tb.Helper()
-	poll(tb, time.Minute, "webhook configuration without rules", func() (bool, error) {
-		mwc, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(context.Background(), githubbinding.WebhookConfigurationName, metav1.GetOptions{})
+	waitWebhookIdleNamed(tb, kube, githubbinding.WebhookConfigurationName)
+}
+
+// waitWebhookIdleNamed is waitWebhookIdle for the configuration name.
+func waitWebhookIdleNamed(tb testing.TB, kube kubernetes.Interface, name string) {
+	tb.Helper()
+	poll(tb, time.Minute, "webhook configuration "+name+" without rules", func() (bool, error) {
+		mwc, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}

@@ -75,6 +75,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		canned bool
 	}{
 		{"bindkit", startBindkit, false},
+		{"bindkit-in-manager", startBindkitInManager, false},
 		{"controller-runtime", startControllerRuntime, false},
 		{"floor", startFloor, true},
 	}
@@ -280,10 +281,47 @@ func startBindkit(b *testing.B, p *pki) (string, func()) {
 	}
 }
 
+// startBindkitInManager serves bindkit's admission controller as
+// controllerruntime.Add mounts it in a Manager: bindkit's handler
+// (webhook.NewHandler, metrics on as Add runs it) registered on
+// controller-runtime's webhook server, configured as
+// startControllerRuntime's.
+func startBindkitInManager(b *testing.B, p *pki) (string, func()) {
+	keys := certificates.DefaultDataKeys()
+	secrets := corelisters.NewSecretLister(secretIndexer(b, map[string][]byte{
+		keys.CACert: p.ca.CertPEM, keys.ServerCert: p.serving.CertPEM, keys.ServerKey: p.serving.KeyPEM,
+	}))
+	ac := bindkitAdmission(b, roundTripBindings, secrets)
+	var opts webhook.Options
+	if os.Getenv("BINDKIT_BENCH_METRICS") != "off" {
+		m, err := metrics.New(prometheus.NewRegistry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts.Observer = m.Admission()
+	}
+	handler, err := webhook.NewHandler(opts, ac)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return serveControllerRuntime(b, p, ac.Path(), handler)
+}
+
 // startControllerRuntime serves a Defaulter applying the same Bindings with
 // controller-runtime's webhook server, configured as its docs advise
 // (TLS 1.3 here, HTTP/2 off), its certificate read from files.
 func startControllerRuntime(b *testing.B, p *pki) (string, func()) {
+	scheme := runtime.NewScheme()
+	if err := appsv1.AddToScheme(scheme); err != nil {
+		b.Fatal(err)
+	}
+	return serveControllerRuntime(b, p, "/bindings", admission.WithDefaulter(scheme, newCRDefaulter(roundTripBindings)))
+}
+
+// serveControllerRuntime serves handler at path on controller-runtime's
+// webhook server, configured as its docs advise (TLS 1.3 here, HTTP/2
+// off), its certificate read from files.
+func serveControllerRuntime(b *testing.B, p *pki, path string, handler http.Handler) (string, func()) {
 	dir := b.TempDir()
 	for name, data := range map[string][]byte{"tls.crt": p.serving.CertPEM, "tls.key": p.serving.KeyPEM} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
@@ -300,11 +338,7 @@ func startControllerRuntime(b *testing.B, p *pki) (string, func()) {
 			c.NextProtos = []string{"http/1.1"}
 		}},
 	})
-	scheme := runtime.NewScheme()
-	if err := appsv1.AddToScheme(scheme); err != nil {
-		b.Fatal(err)
-	}
-	srv.Register("/bindings", admission.WithDefaulter(scheme, newCRDefaulter(roundTripBindings)))
+	srv.Register(path, handler)
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan error, 1)
 	go func() { started <- srv.Start(ctx) }()
@@ -321,7 +355,7 @@ func startControllerRuntime(b *testing.B, p *pki) (string, func()) {
 		}
 		b.Fatal(err)
 	}
-	return "https://" + addr + "/bindings", stop
+	return "https://" + addr + path, stop
 }
 
 // floorResponse is the floor's canned answer: the request's UID, allowed,

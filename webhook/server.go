@@ -60,35 +60,65 @@ type Server struct {
 // not starting with "/", a path used twice or a probe path, and on a
 // ClientCAFile it cannot read. It starts no goroutine and opens no port.
 func New(opts Options, secrets SecretGetter, controllers ...Admitter) (*Server, error) {
-	opts, err := opts.withDefaults()
+	if secrets == nil {
+		return nil, errors.New("webhook: no SecretGetter for the serving certificate")
+	}
+	s, err := newServer(opts, controllers)
 	if err != nil {
 		return nil, err
 	}
-	if secrets == nil {
-		return nil, errors.New("webhook: no SecretGetter for the serving certificate")
+	s.certs = &certSource{
+		secrets: secrets,
+		name:    s.opts.SecretName,
+		certKey: s.opts.Keys.ServerCert,
+		keyKey:  s.opts.Keys.ServerKey,
+		now:     time.Now,
+		logger:  s.opts.Logger,
+	}
+	if s.opts.ClientCAFile != "" {
+		if s.clientCAs, err = loadClientCAs(s.opts.ClientCAFile, s.opts.Logger); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// NewHandler returns a Server without a certificate, for a process whose
+// HTTPS server is another's (a controller-runtime Manager's webhook
+// server, say), which owns the port, TLS, its certificates and client
+// authentication. Its ServeHTTP routes and bounds admissions as New's
+// does: request bodies, admissions in flight and their memory, object
+// limits, a controller's panic, the wait for a controller's informers;
+// its /readyz reports everything but a certificate. Mount ServeHTTP at
+// each controller's Path (or at the probe paths) of the other server.
+//
+// The settings of the listener (Address, Port, MaxConnections,
+// TLSMinVersion, EnableHTTP2, GracePeriod, SecretName, Keys) are the other
+// server's and unused; ClientCAFile, which this Server could not enforce,
+// is refused. Serve and Run return an error, and TLSConfig returns nil.
+// It fails as New does on invalid options and controllers.
+func NewHandler(opts Options, controllers ...Admitter) (*Server, error) {
+	if opts.ClientCAFile != "" {
+		return nil, fmt.Errorf("webhook: %s %q: a Server without a certificate cannot require client certificates; set them on the server that serves it", opts.SettingName("ClientCAFile"), opts.ClientCAFile)
+	}
+	return newServer(opts, controllers)
+}
+
+// newServer returns a Server routing controllers, without certificates.
+func newServer(opts Options, controllers []Admitter) (*Server, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		opts:   opts,
 		logger: opts.Logger,
 		routes: make(map[string]*route, len(controllers)),
-		certs: &certSource{
-			secrets: secrets,
-			name:    opts.SecretName,
-			certKey: opts.Keys.ServerCert,
-			keyKey:  opts.Keys.ServerKey,
-			now:     time.Now,
-			logger:  opts.Logger,
-		},
 		budget: &memoryBudget{limit: opts.MaxInFlightMemory, setting: opts.SettingName("MaxInFlightMemory")},
 	}
 	s.answers.New = func() any {
 		b := make([]byte, 0, firstAnswerBuffer)
 		return &b
-	}
-	if opts.ClientCAFile != "" {
-		if s.clientCAs, err = loadClientCAs(opts.ClientCAFile, opts.Logger); err != nil {
-			return nil, err
-		}
 	}
 	for i, c := range controllers {
 		if c == nil {
@@ -162,6 +192,9 @@ func (s *Server) ready() error {
 			return fmt.Errorf("admission controller %s: informers have not synced", path)
 		}
 	}
+	if s.certs == nil {
+		return nil // NewHandler's: the serving server checks its own
+	}
 	if _, err := s.certs.get(); err != nil {
 		return err
 	}
@@ -171,7 +204,11 @@ func (s *Server) ready() error {
 // TLSConfig returns the TLS configuration Serve uses: the minimum version
 // from Options, the certificate read from the Secret on each handshake and,
 // with ClientCAFile, a client certificate required and verified against it.
+// A Server from NewHandler has none: nil.
 func (s *Server) TLSConfig() *tls.Config {
+	if s.certs == nil {
+		return nil
+	}
 	cfg := &tls.Config{
 		MinVersion:     s.opts.TLSMinVersion,
 		GetCertificate: s.certs.getCertificate,
@@ -204,8 +241,13 @@ func (s *Server) Run(ctx context.Context) error {
 // Serve serves HTTPS on ln until ctx ends, then shuts down: /readyz fails at
 // once, the server keeps answering for Options.GracePeriod so callers notice,
 // then it stops accepting, waits for requests in flight (at most 30 seconds)
-// and returns nil. ln is closed on return. An error means serving failed.
+// and returns nil. ln is closed on return. An error means serving failed,
+// or that the Server, from NewHandler, has no certificate to serve with.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.certs == nil {
+		ln.Close()
+		return errors.New("webhook: this Server has no certificate (NewHandler): mount its ServeHTTP on the server that owns the port")
+	}
 	// Handshake failures land in the server's error log; they are worth a
 	// warning, not a crash. NewStdLogAt fails only for an invalid level.
 	errorLog, _ := zap.NewStdLogAt(s.logger.Named("http"), zapcore.WarnLevel)
