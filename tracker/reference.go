@@ -28,18 +28,22 @@ import (
 type Reference struct {
 	// APIVersion is the group/version of the referenced kind, e.g. "apps/v1".
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
 	APIVersion string `json:"apiVersion"`
 	// Kind is the referenced kind, e.g. "Deployment".
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	Kind string `json:"kind"`
 	// Namespace holds the referenced objects; empty for a cluster-scoped
 	// kind (a Namespace, say). A Binding's subject is in the Binding's own
 	// namespace: leave it empty, or name that one.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace"`
 	// Name names one object.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 	// Selector selects objects by label.
 	// +optional

@@ -44,12 +44,15 @@ type SinkBindingSpec struct {
 	// CACertsPath in every container (init containers too) and named in
 	// K_CA_CERTS.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	CACertsSecret string `json:"caCertsSecret,omitempty"`
 	// ForwarderImage, if set, adds a sidecar of this image (named
 	// ForwarderContainer) that the workload's containers may send events
 	// through.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^\S+$`
 	ForwarderImage string `json:"forwarderImage,omitempty"`
 }
 
