@@ -59,8 +59,8 @@ const crWebhookName = "cr.bench.bindkit.dev"
 //   - path=bindkit: the same binary, a namespace whose selector GithubBinding
 //     selects every Deployment created there (the patch is applied).
 //   - path=policy: the sinkbinding example binary (default flags, free
-//     ports), a declarative kind admitted by MutatingAdmissionPolicy, no
-//     webhook server running; a namespace whose selector SinkBinding
+//     ports), a declarative kind admitted by MutatingAdmissionPolicy, its
+//     webhook out of the path; a namespace whose selector SinkBinding
 //     selects every Deployment created there (K_SINK and the bound
 //     annotation applied by the kube-apiserver itself). No webhook is
 //     called, so it reports no webhook-* figures.
@@ -123,8 +123,8 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		b.Fatalf("create GithubBinding %s/%s: %v", nsBound, bindBindingName, err)
 	}
 
-	// The policy: the sinkbinding example binary as users run it, which
-	// serves no webhook.
+	// The policy: the sinkbinding example binary as users run it, its
+	// webhook out of the path once the policy is in force.
 	sink := startSinkController(b, env)
 	b.Cleanup(func() { sink.stop(b) })
 	sinkBinding := &unstructured.Unstructured{Object: map[string]any{
@@ -237,10 +237,20 @@ func sinkBound(d *appsv1.Deployment) bool {
 }
 
 // startSinkController starts the sinkbinding example binary as users run
-// it, with free ports for its metrics and probes; admitting by policy, it
-// serves no webhook.
+// it, with free ports for its webhook, metrics and probes, in a system
+// namespace of its own (so its certificates are not the githubbinding
+// controller's); admitting by policy, its webhook is out of the path once
+// the policy is in force.
 func startSinkController(b *testing.B, env *testenv.Environment) *process {
 	b.Helper()
+	const system = "bindkit-sink-system"
+	if _, err := kubernetes.NewForConfigOrDie(env.Config).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: system}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	webhookPort, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
 	probePort, err := testenv.FreePort()
 	if err != nil {
 		b.Fatal(err)
@@ -248,9 +258,10 @@ func startSinkController(b *testing.B, env *testenv.Environment) *process {
 	return startProcess(b, env.Dir, buildBinary(b, "./examples/sinkbinding/cmd/controller"), []string{
 		"--kubeconfig=" + env.KubeconfigPath,
 		"--disable-ha",
+		"--webhook-address=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort), "--webhook-ip-sans=127.0.0.1",
 		"--metrics-address=127.0.0.1:0",
 		"--probe-port=" + strconv.Itoa(probePort),
-	}, []string{"SYSTEM_NAMESPACE=" + demo.SystemNamespace}, false)
+	}, []string{"SYSTEM_NAMESPACE=" + system}, false)
 }
 
 // reportLatencies reports the p50 and p99 of lat in milliseconds.
