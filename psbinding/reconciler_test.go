@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -796,4 +797,37 @@ func (r inFlightResource) Patch(ctx context.Context, name string, pt types.Patch
 	return r.counter.patch(func() (*metav1.PartialObjectMetadata, error) {
 		return r.ResourceInterface.Patch(ctx, name, pt, data, opts, sub...)
 	})
+}
+
+// TestBaseReconcilerInvalidBindingAppliesNothing: a Binding that
+// Settings.Validate refuses patches no subject, publishes nothing and is
+// not Ready, its reason and message naming what is wrong; fixed, it binds.
+func TestBaseReconcilerInvalidBindingAppliesNothing(t *testing.T) {
+	b := newEnvBinding("ns", "gh", deploymentRef("", "web", nil), "TOKEN", "bad value")
+	f := newReconcilerFixture(t, b, testDeployment("ns", "web", nil))
+	f.r.Validate = func(b Bindable) error {
+		if v := b.(*envBinding).Spec.Env.Value; v == "bad value" {
+			return fmt.Errorf("spec.value %q: no spaces", v)
+		}
+		return nil
+	}
+	err := f.r.Reconcile(context.Background(), "ns/gh")
+	if !controller.IsPermanentError(err) {
+		t.Errorf("Reconcile: %v, want a permanent error", err)
+	}
+	got := f.binding(t, "ns", "gh")
+	if diff := cmp.Diff(readyCondition{"False", ReasonBindingInvalid}, ready(got)); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
+	}
+	if c := got.Status.GetCondition(duck.ConditionReady); c == nil || !strings.Contains(c.Message, `spec.value "bad value": no spaces`) {
+		t.Errorf("Ready message %+v does not name the field", c)
+	}
+	if env := f.deploymentEnv(t, "ns", "web"); len(env) != 0 {
+		t.Errorf("the Deployment was bound: %v", env)
+	}
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource() == deploymentsGVR {
+			t.Errorf("a subject was patched: %v", a)
+		}
+	}
 }
