@@ -111,24 +111,30 @@ func CreateDeployments(t testing.TB, kube kubernetes.Interface, ns string, n, gr
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("app-%03d", i)
-		labels := map[string]string{"app": "web", "group": fmt.Sprint(i % groups)}
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: new(int32(1)),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": name}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"name": name}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1"}}},
-				},
-			},
-		}
-		if _, err := kube.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		CreateDeployment(t, kube, ns, name, map[string]string{"app": "web", "group": fmt.Sprint(i % groups)})
 		names = append(names, name)
 	}
 	return names
+}
+
+// CreateDeployment creates a one-replica Deployment ns/name labelled
+// labels, whose pod runs one container.
+func CreateDeployment(t testing.TB, kube kubernetes.Interface, ns, name string, labels map[string]string) {
+	t.Helper()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"name": name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1"}}},
+			},
+		},
+	}
+	if _, err := kube.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // SinkBinding is a SinkBinding of ns selecting labels, pointing at sink,

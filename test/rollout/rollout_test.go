@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/psbinding"
@@ -124,6 +126,7 @@ func TestRolloutTenAtATime(t *testing.T) {
 		return map[bool]string{true: "", false: fmt.Sprintf("%d not rolled out: %v", n, names)}[n == 0]
 	})
 	_ = names
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
 
 // TestRolloutHaltsRollsBackAndResumes gives 20 Deployments a Binding whose
@@ -204,6 +207,24 @@ func TestRolloutHaltsRollsBackAndResumes(t *testing.T) {
 		t.Errorf("no %s event (%v)", psbinding.ReasonRolloutHalted, err)
 	}
 
+	// A halt protects new subjects: one created while halted gets nothing
+	// of the Binding, and waits in the status.
+	const late = "late"
+	rollout.CreateDeployment(t, kube, ns, late, map[string]string{"app": "web"})
+	rollout.Poll(t, time.Minute, "the Deployment created while halted to wait in the status", func() string {
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, late, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if rollout.SinkOf(d) != "" || len(d.Spec.Template.Spec.Containers) != 1 || d.Annotations[duck.BoundAnnotation] != "" {
+			t.Fatalf("Deployment %s created while the rollout was halted got the halted generation: bound %q", late, d.Annotations[duck.BoundAnnotation])
+		}
+		if _, ro := rollout.Ready(t, dyn, ns, "sink"); ro == nil || !slices.Contains(ro.Waiting, late) {
+			return fmt.Sprintf("rollout %+v does not list %s as waiting", ro, late)
+		}
+		return ""
+	})
+
 	// Fixed: no forwarder. The rollout resumes from where it stands.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Get(ctx, "sink", metav1.GetOptions{})
@@ -241,22 +262,28 @@ func TestRolloutHaltsRollsBackAndResumes(t *testing.T) {
 		}
 		return map[bool]string{true: "", false: fmt.Sprintf("%d not rolled out: %v", n, names)}[n == 0]
 	})
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
 
 // TestRolloutCoalescesEdits makes 20 edits of a Binding's sink within 2
-// seconds, once its 20 Deployments are bound: under a policy each
-// Deployment's template changes at most twice (its generation grows by
-// two at most), and all end with the last sink.
+// seconds, once its Deployments are bound, under a policy (20 Deployments,
+// 10 at a time) and without one (50 Deployments): each Deployment's
+// template changes at most twice (its generation grows by two at most),
+// and all end with the last sink.
 func TestRolloutCoalescesEdits(t *testing.T) {
+	t.Run("policy", func(t *testing.T) { coalesces(t, 20, map[string]any{psbinding.RolloutMaxChangingAnnotation: "10"}) })
+	t.Run("no policy", func(t *testing.T) { coalesces(t, 50, nil) })
+}
+
+func coalesces(t *testing.T, deployments int, annotations map[string]any) {
 	env := controlPlane.Env(t)
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ns := env.CreateNamespace(t, "rollout-edits-")
-	rollout.CreateDeployments(t, kube, ns, 20, 1)
+	rollout.CreateDeployments(t, kube, ns, deployments, 1)
 	rollout.StartController(t, env)
-	b := rollout.SinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/0", "",
-		map[string]any{psbinding.RolloutMaxChangingAnnotation: "10"})
+	b := rollout.SinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/0", "", annotations)
 	if _, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +346,7 @@ func TestRolloutCoalescesEdits(t *testing.T) {
 		}
 	}
 	t.Logf("at most %d template changes per Deployment for 20 edits", worst)
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
 
 // TestWithoutPolicyConvergesAsBefore binds 200 Deployments with 20
@@ -359,4 +387,144 @@ func TestWithoutPolicyConvergesAsBefore(t *testing.T) {
 		return ""
 	})
 	t.Logf("200 Deployments, 20 overlapping Bindings, no policy: converged in %v", time.Since(start).Round(time.Millisecond))
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
+}
+
+// TestPacedDeletion deletes a Binding whose policy paces deletion, over
+// 12 Deployments 3 at a time: the Binding stays until the last wave has
+// rolled out, never more than 3 Deployments are changed and not rolled
+// out at once, and every Deployment ends unbound with no record left.
+func TestPacedDeletion(t *testing.T) {
+	env := controlPlane.Env(t)
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ns := env.CreateNamespace(t, "rollout-delete-")
+	rollout.CreateDeployments(t, kube, ns, 12, 1)
+	rollout.StartController(t, env)
+	b := rollout.SinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/del", "",
+		map[string]any{psbinding.RolloutMaxChangingAnnotation: "3", psbinding.RolloutPaceDeletionAnnotation: "true"})
+	if _, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rollout.Poll(t, 3*time.Minute, "the Binding to roll out", func() string {
+		if c, ro := rollout.Ready(t, dyn, ns, "sink"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("Ready %+v, rollout %+v", c, ro)
+		}
+		if n, names, err := rollout.ChangedNotRolledOut(ctx, kube, ns); err != nil || n > 0 {
+			return fmt.Sprintf("%d not rolled out: %v (%v)", n, names, err)
+		}
+		return ""
+	})
+	if err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Delete(ctx, "sink", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	most, sawBindingWhileBound := 0, false
+	rollout.Poll(t, 3*time.Minute, "the paced unbinding to end and the Binding to go", func() string {
+		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		changing, bound := 0, 0
+		for i := range list.Items {
+			d := &list.Items[i]
+			if !rollout.RolledOut(t, d) {
+				changing++
+			}
+			if rollout.SinkOf(d) != "" {
+				bound++
+			}
+		}
+		most = max(most, changing)
+		_, err = dyn.Resource(rollout.SinkBindings).Namespace(ns).Get(ctx, "sink", metav1.GetOptions{})
+		if err == nil && bound > 0 && bound < 12 {
+			sawBindingWhileBound = true
+		}
+		if err == nil || bound > 0 {
+			return fmt.Sprintf("%d still bound, Binding there: %v", bound, err == nil)
+		}
+		return ""
+	})
+	if most > 3 {
+		t.Errorf("%d Deployments changed and not rolled out at once during the unbinding, more than 3", most)
+	}
+	if !sawBindingWhileBound {
+		t.Errorf("never saw the Binding kept while some of its subjects were unbound and others not: the unbinding was not paced")
+	}
+	t.Logf("paced unbinding of 12 Deployments: at most %d changing at once", most)
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
+	list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range list.Items {
+		for _, key := range append(slices.Clone(duck.RecordAnnotations), duck.RollbackAnnotation) {
+			if v, ok := d.Annotations[key]; ok {
+				t.Errorf("Deployment %s keeps %s=%q after its Binding went", d.Name, key, v)
+			}
+		}
+	}
+}
+
+// TestTwoBindingsKeepTheirRecords binds 4 Deployments with two
+// SinkBindings that roll back (the same sink, so that neither undoes the
+// other's value): each keeps its own rollout and rollback records; deleting
+// one removes its records and leaves the other's.
+func TestTwoBindingsKeepTheirRecords(t *testing.T) {
+	env := controlPlane.Env(t)
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ns := env.CreateNamespace(t, "rollout-two-")
+	rollout.CreateDeployments(t, kube, ns, 4, 1)
+	rollout.StartController(t, env)
+	policy := map[string]any{psbinding.RolloutMaxChangingAnnotation: "2", psbinding.RolloutRollbackAnnotation: "true"}
+	for _, name := range []string{"first", "second"} {
+		b := rollout.SinkBinding(ns, name, map[string]any{"app": "web"}, "https://sink.example.com/same", "", policy)
+		if _, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rollout.Poll(t, 3*time.Minute, name+" to roll out", func() string {
+			if c, ro := rollout.Ready(t, dyn, ns, name); c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Sprintf("Ready %+v, rollout %+v", c, ro)
+			}
+			return ""
+		})
+	}
+	records := func(d *appsv1.Deployment) (changes duck.Changes, rollbacks duck.Rollbacks) {
+		changes = duck.ChangesOf(d.Annotations)
+		rollbacks, err := duck.RollbacksOf(d.Annotations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return changes, rollbacks
+	}
+	list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		changes, rollbacks := records(&list.Items[i])
+		if len(changes) != 2 || len(rollbacks) != 2 {
+			t.Errorf("Deployment %s: rollout records %v, rollback records %v; want one of each per Binding", list.Items[i].Name, changes, rollbacks)
+		}
+	}
+	if err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rollout.Poll(t, time.Minute, "the first Binding's records to go and the second's to stay", func() string {
+		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for i := range list.Items {
+			d := &list.Items[i]
+			changes, rollbacks := records(d)
+			if len(changes) != 1 || len(rollbacks) != 1 || !strings.Contains(d.Annotations[duck.RolloutAnnotation], "/second@") {
+				return fmt.Sprintf("%s: rollout %q, rollback %v", d.Name, d.Annotations[duck.RolloutAnnotation], rollbacks)
+			}
+		}
+		return ""
+	})
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }

@@ -167,7 +167,9 @@ func (c *cell) arm(p *apiproxy.Proxy, fault, at string, leader *demo.Controller)
 			close(c.fired)
 		})
 	}
-	status := func(r apiproxy.Request) bool { return r.Is("PUT", "/sinkbindings/sink/status") && strings.Contains(string(r.Body), `"wave":1`) }
+	status := func(r apiproxy.Request) bool {
+		return r.Is("PUT", "/sinkbindings/sink/status") && strings.Contains(string(r.Body), `"wave":1`)
+	}
 	switch at {
 	case afterFirstPatch:
 		p.Add(&apiproxy.Rule{Match: c.isPacedPatch, After: func(apiproxy.Request, int) { strike() }})
