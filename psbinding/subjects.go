@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/duck"
@@ -235,7 +237,7 @@ type work struct {
 
 // reconcileSubjects tracks s, then binds the selected subjects that do not
 // record b at its generation and unbinds those that record b but are no
-// longer selected.
+// longer selected, paced by b's rollout policy when it has one.
 func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable, s *subject) error {
 	observer, err := r.observer(b)
 	if err != nil {
@@ -244,83 +246,20 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	if err := r.Tracker.TrackReference(s.ref, observer); err != nil {
 		return fmt.Errorf("%s: subject %s: track: %w", describe(b), s.ref, err)
 	}
-	inf, lister, err := r.Factory.Get(ctx, s.gvr)
+	seen, err := r.survey(ctx, b, s)
 	if err != nil {
-		err = fmt.Errorf("%s: subject %s: informer: %w", describe(b), s.ref, err)
-		return unavailable(ReasonSubjectsUnavailable, err, err)
+		return err
 	}
-	by := r.boundBy(b)
-	selected := map[string]bool{}
-	var todo []work
-	var changed []changedSubject // subjects whose records hold a paced change of b
-	inForce := 0                 // selected subjects that record b at its generation already
-	consider := func(obj any, isSelected bool) {
-		m, err := meta.Accessor(obj)
-		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
-			return // being deleted, or opted out: left as it is
-		}
-		if c, ok := duck.ChangesOf(m.GetAnnotations()).Lookup(by); ok {
-			changed = append(changed, changedSubject{name: m.GetName(), change: c})
-		}
-		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
-		switch {
-		case isSelected && (!recorded || gen != b.GetGeneration()):
-			todo = append(todo, work{name: m.GetName(), bind: true})
-		case isSelected:
-			inForce++
-		case recorded:
-			todo = append(todo, work{name: m.GetName(), bind: false})
-		}
-	}
-	if s.ref.Name != "" {
-		obj, err := lister.ByNamespace(s.ref.Namespace).Get(s.ref.Name)
-		if err == nil {
-			selected[s.ref.Name] = true
-			consider(obj, true)
-		}
-		// A named subject that does not exist yet is no error: admission
-		// binds it when it is created.
-	} else {
-		sel, err := s.ref.LabelSelector()
-		if err != nil {
-			err = fmt.Errorf("%s: subject %s: %w", describe(b), s.ref, err)
-			return unavailable(ReasonSubjectInvalid, err, controller.NewPermanentError(err))
-		}
-		objs, err := lister.ByNamespace(s.ref.Namespace).List(sel)
-		if err != nil {
-			err = fmt.Errorf("%s: subject %s: list: %w", describe(b), s.ref, err)
-			return unavailable(ReasonSubjectsUnavailable, err, err)
-		}
-		selected = make(map[string]bool, len(objs))
-		for _, obj := range objs {
-			if m, err := meta.Accessor(obj); err == nil {
-				selected[m.GetName()] = true
-			}
-			consider(obj, true)
-		}
-	}
-	// Subjects whose records name b but are no longer selected:
-	// relabelled, or the reference changed.
-	bound, err := inf.GetIndexer().ByIndex(duck.BoundIndex, duck.BoundIndexKey(b.GetNamespace(), by))
-	if err != nil {
-		return fmt.Errorf("%s: subjects it bound: %w", describe(b), err)
-	}
-	for _, obj := range bound {
-		if m, err := meta.Accessor(obj); err == nil && !selected[m.GetName()] {
-			consider(obj, false)
-		}
-	}
-	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
-	slices.SortFunc(changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
 	policy, err := r.rolloutPolicy(b)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", describe(b), err)
 		return unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
 	}
+	todo := seen.todo
 	var pacing error
 	switch {
 	case policy.Enabled():
-		if todo, pacing = r.pace(ctx, b, s, policy, todo, changed, inForce, len(selected)); todo == nil && pacing != nil {
+		if todo, pacing = r.pace(ctx, b, s, policy, todo, seen.changed, seen.inForce, seen.selected); todo == nil && pacing != nil {
 			if _, ok := pacing.(*rollingOut); !ok {
 				return pacing
 			}
@@ -337,11 +276,106 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 		rec.SetRollout(nil) // no policy, no rollout to report
 	}
 	patched, err := r.patchSubjects(ctx, mctx, b, s, todo)
-	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, inForce+patched)
+	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, seen.inForce+patched)
 	if err != nil {
 		return err
 	}
 	return pacing
+}
+
+// surveyed is what a reconcile found of b's subjects in the cache.
+type surveyed struct {
+	// todo binds the selected subjects that do not record b at its
+	// generation and unbinds those that record b but are not selected,
+	// sorted by name.
+	todo []work
+	// changed are the subjects whose records hold a paced change of b,
+	// sorted by name.
+	changed []changedSubject
+	// selected counts the subjects selected; inForce those of them that
+	// record b at its generation.
+	selected, inForce int
+}
+
+// survey reads from the cache the subjects s selects and those whose
+// records name b. Subjects being deleted or labelled ExcludeLabel are left
+// as they are.
+func (r *BaseReconciler) survey(ctx context.Context, b Bindable, s *subject) (surveyed, error) {
+	inf, lister, err := r.Factory.Get(ctx, s.gvr)
+	if err != nil {
+		err = fmt.Errorf("%s: subject %s: informer: %w", describe(b), s.ref, err)
+		return surveyed{}, unavailable(ReasonSubjectsUnavailable, err, err)
+	}
+	by := r.boundBy(b)
+	var out surveyed
+	selected := map[string]bool{}
+	consider := func(obj any, isSelected bool) {
+		m, err := meta.Accessor(obj)
+		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
+			return // being deleted, or opted out: left as it is
+		}
+		if c, ok := duck.ChangesOf(m.GetAnnotations()).Lookup(by); ok {
+			out.changed = append(out.changed, changedSubject{name: m.GetName(), change: c})
+		}
+		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
+		switch {
+		case isSelected && (!recorded || gen != b.GetGeneration()):
+			out.todo = append(out.todo, work{name: m.GetName(), bind: true})
+		case isSelected:
+			out.inForce++
+		case recorded:
+			out.todo = append(out.todo, work{name: m.GetName(), bind: false})
+		}
+	}
+	objs, err := selectedObjects(b, s, lister)
+	if err != nil {
+		return surveyed{}, err
+	}
+	for _, obj := range objs {
+		if m, err := meta.Accessor(obj); err == nil {
+			selected[m.GetName()] = true
+		}
+		consider(obj, true)
+	}
+	// Subjects whose records name b but are no longer selected:
+	// relabelled, or the reference changed.
+	named, err := inf.GetIndexer().ByIndex(duck.BoundIndex, duck.BoundIndexKey(b.GetNamespace(), by))
+	if err != nil {
+		return surveyed{}, fmt.Errorf("%s: subjects it bound: %w", describe(b), err)
+	}
+	for _, obj := range named {
+		if m, err := meta.Accessor(obj); err == nil && !selected[m.GetName()] {
+			consider(obj, false)
+		}
+	}
+	out.selected = len(selected)
+	slices.SortFunc(out.todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
+	slices.SortFunc(out.changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// selectedObjects lists from the cache the subjects s selects: the one it
+// names (none yet is no error: admission binds it when it is created), or
+// those its selector matches.
+func selectedObjects(b Bindable, s *subject, lister cache.GenericLister) ([]runtime.Object, error) {
+	if s.ref.Name != "" {
+		obj, err := lister.ByNamespace(s.ref.Namespace).Get(s.ref.Name)
+		if err != nil {
+			return nil, nil
+		}
+		return []runtime.Object{obj}, nil
+	}
+	sel, err := s.ref.LabelSelector()
+	if err != nil {
+		err = fmt.Errorf("%s: subject %s: %w", describe(b), s.ref, err)
+		return nil, unavailable(ReasonSubjectInvalid, err, controller.NewPermanentError(err))
+	}
+	objs, err := lister.ByNamespace(s.ref.Namespace).List(sel)
+	if err != nil {
+		err = fmt.Errorf("%s: subject %s: list: %w", describe(b), s.ref, err)
+		return nil, unavailable(ReasonSubjectsUnavailable, err, err)
+	}
+	return objs, nil
 }
 
 // unbindOtherKinds unbinds, of every kind b records it bound except the
