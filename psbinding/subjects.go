@@ -272,9 +272,6 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 				message: fmt.Sprintf("generation %d: waiting %v for edits to settle", b.GetGeneration(), wait.Round(time.Millisecond))}
 		}
 	}
-	if rec, ok := b.GetBindingStatus().(duck.RolloutRecorder); ok && !policy.Enabled() {
-		rec.SetRollout(nil) // no policy, no rollout to report
-	}
 	patched, err := r.patchSubjects(ctx, mctx, b, s, todo)
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, seen.inForce+patched)
 	if err != nil {
