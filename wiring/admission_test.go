@@ -43,7 +43,7 @@ func TestNewAdmissionControllerFromContext(t *testing.T) {
 			return func() ([]psbinding.Bindable, error) { return bindings, nil }
 		}, nil)
 
-	ac, ok := impl.Reconciler().(*psbinding.AdmissionReconciler)
+	ac, ok := wiring.Admission(impl)
 	if !ok {
 		t.Fatalf("Reconciler %T is not an *AdmissionReconciler", impl.Reconciler())
 	}

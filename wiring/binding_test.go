@@ -110,7 +110,7 @@ func TestNewControllerAndWebhookThroughFakes(t *testing.T) {
 	if !ok {
 		t.Fatalf("controller reconciles with %T, want *psbinding.BaseReconciler", impl.Reconciler())
 	}
-	ac, ok := web.Reconciler().(*psbinding.AdmissionReconciler)
+	ac, ok := wiring.Admission(web)
 	if !ok {
 		t.Fatalf("webhook reconciles with %T, want *psbinding.AdmissionReconciler", web.Reconciler())
 	}

@@ -126,3 +126,19 @@ func (w *withGuard) Demote() {
 	w.inner.Demote()
 	w.guard.Demote()
 }
+
+// Admission returns the admission controller a kind's webhook Impl runs,
+// whatever wraps it (the namespace guard, the handover to a policy), or
+// false when impl runs none. Tests use it to admit through the same
+// controller sharedmain serves.
+func Admission(impl *controller.Impl) (*psbinding.AdmissionReconciler, bool) {
+	switch r := impl.Reconciler().(type) {
+	case *psbinding.AdmissionReconciler:
+		return r, true
+	case *withGuard:
+		return r.AdmissionReconciler, true
+	case *handover:
+		return r.AdmissionReconciler, true
+	}
+	return nil, false
+}

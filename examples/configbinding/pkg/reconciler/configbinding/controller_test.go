@@ -20,6 +20,7 @@ import (
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/injectiontest"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/wiring"
 	"github.com/bindkit/bindkit/webhook"
 )
 
@@ -163,7 +164,7 @@ func TestNewWebhookAdmitsWithContext(t *testing.T) {
 	}}}, newConfigBinding())
 	ctx = injection.WithSystemNamespace(ctx, "bindkit-system")
 	impl := binding.Webhook(ctx, nil)
-	ac, ok := impl.Reconciler().(*psbinding.AdmissionReconciler)
+	ac, ok := wiring.Admission(impl)
 	if !ok {
 		t.Fatalf("Reconciler is %T, want *psbinding.AdmissionReconciler", impl.Reconciler())
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/injectiontest"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/wiring"
 	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/webhook"
 )
@@ -224,7 +225,7 @@ func TestNewWebhookAdmitsAndProgramsConfiguration(t *testing.T) {
 	ctx = injection.WithSystemNamespace(ctx, systemNamespace)
 
 	impl := binding.Webhook(ctx, nil)
-	ac, ok := impl.Reconciler().(*psbinding.AdmissionReconciler)
+	ac, ok := wiring.Admission(impl)
 	if !ok {
 		t.Fatalf("Reconciler is %T, want *psbinding.AdmissionReconciler", impl.Reconciler())
 	}
