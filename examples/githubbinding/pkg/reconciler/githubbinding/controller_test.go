@@ -27,9 +27,9 @@ import (
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/injectiontest"
 	"github.com/bindkit/bindkit/psbinding"
-	"github.com/bindkit/bindkit/wiring"
 	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/webhook"
+	"github.com/bindkit/bindkit/wiring"
 )
 
 const (
