@@ -68,6 +68,10 @@ func (p *prober) probe(ctx context.Context) (res probeResult, ok bool, err error
 	slices.SortFunc(bindings, func(a, b psbinding.Bindable) int {
 		return strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
 	})
+	// A Binding whose probe fails (its namespace is going away, a quota
+	// refuses the object) does not hold the handover back while another
+	// can be probed with: the first error is reported when none could.
+	var failed error
 	for _, b := range bindings {
 		target, published := p.target(ctx, b)
 		if !published {
@@ -75,7 +79,10 @@ func (p *prober) probe(ctx context.Context) (res probeResult, ok bool, err error
 		}
 		got, err := p.dryRun(ctx, target)
 		if err != nil {
-			return probeResult{}, false, fmt.Errorf("probe with binding %s/%s: %w", b.GetNamespace(), b.GetName(), err)
+			if failed == nil {
+				failed = fmt.Errorf("probe with binding %s/%s: %w", b.GetNamespace(), b.GetName(), err)
+			}
+			continue
 		}
 		by := duck.BoundBy{Resource: p.resource, Name: b.GetName(), UID: b.GetUID()}
 		gen, recorded := duck.BoundGeneration(got.GetAnnotations(), by)
@@ -85,7 +92,7 @@ func (p *prober) probe(ctx context.Context) (res probeResult, ok bool, err error
 			webhookCalled: got.GetAnnotations()[psbinding.ProbeAnswerAnnotation] == psbinding.ProbeAnswerWebhook,
 		}, true, nil
 	}
-	return probeResult{}, false, nil
+	return probeResult{}, false, failed
 }
 
 // probeTarget is the object a probe dry-runs, for one Binding.
@@ -122,7 +129,7 @@ func (p *prober) target(ctx context.Context, b psbinding.Bindable) (probeTarget,
 	if err != nil {
 		return probeTarget{}, false
 	}
-	if ns, err := p.kube.CoreV1().Namespaces().Get(ctx, b.GetNamespace(), metav1.GetOptions{}); err != nil || ns.Labels[psbinding.ExcludeLabel] == "true" {
+	if ns, err := p.kube.CoreV1().Namespaces().Get(ctx, b.GetNamespace(), metav1.GetOptions{}); err != nil || ns.Labels[psbinding.ExcludeLabel] == "true" || ns.DeletionTimestamp != nil {
 		return probeTarget{}, false
 	}
 	obj, err := probeObject(gvk, b.GetNamespace(), ref)
