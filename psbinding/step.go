@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 
 	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/bindkit/bindkit/duck"
 )
@@ -123,11 +125,23 @@ func apply(a *application, wp *duck.WithPod) error {
 		}
 		return nil
 	}
+	var template *corev1.PodTemplateSpec
+	if a.record && len(duck.BoundOf(wp.Annotations)) > 1 {
+		template = wp.Spec.Template.DeepCopy()
+	}
 	if err := contain(a.b, "Undo", "", func() { a.b.Undo(a.ctx, wp) }); err != nil {
 		return err
 	}
 	if a.record {
 		duck.MarkUnbound(wp, a.by)
+		if template != nil && !equality.Semantic.DeepEqual(template, &wp.Spec.Template) {
+			// Undo took back what another Binding may have set too (the
+			// same variable, a shared volume): the others' records no
+			// longer promise what the subject carries. They go, and each
+			// Binding binds the subject again; where its change is still
+			// there, that writes its record and nothing else.
+			wp.Annotations = duck.SetBound(wp.Annotations, nil)
+		}
 	}
 	return nil
 }

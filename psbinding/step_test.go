@@ -257,3 +257,48 @@ func TestBaseReconcilerContainsPanics(t *testing.T) {
 		}
 	})
 }
+
+// An Undo that takes back what another Binding set too (the same
+// variable) drops the others' records, so that they bind again; an Undo
+// that changes nothing, or that runs on a subject only its Binding
+// records, leaves the records of others as they are.
+func TestUndoDropsOthersRecordsWhenItChangesTheTemplate(t *testing.T) {
+	gr := schema.GroupResource{Group: "test.bindkit.dev", Resource: "envbindings"}
+	first, second := duck.BoundBy{Resource: gr, Name: "first", UID: "u1"}, duck.BoundBy{Resource: gr, Name: "second", UID: "u2"}
+	for _, tc := range []struct {
+		name        string
+		env         []corev1.EnvVar
+		records     duck.Bound
+		undoNothing bool
+		want        duck.Bound
+	}{{
+		name:    "Undo removes the shared variable",
+		env:     []corev1.EnvVar{{Name: "X", Value: "1"}},
+		records: duck.Bound{first: 1, second: 4},
+		want:    duck.Bound{},
+	}, {
+		name:        "Undo changes nothing",
+		env:         []corev1.EnvVar{{Name: "X", Value: "1"}},
+		records:     duck.Bound{first: 1, second: 4},
+		undoNothing: true,
+		want:        duck.Bound{second: 4},
+	}, {
+		name:    "the subject carries nothing to undo",
+		records: duck.Bound{first: 1, second: 4},
+		want:    duck.Bound{second: 4},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &misbehaving{undoNothing: tc.undoNothing}
+			b.envBinding = *newEnvBinding("ns", "first", deploymentRef("ns", "web", nil), "X", "1")
+			before := subjectPod(tc.env...)
+			before.Annotations = duck.SetBound(nil, tc.records)
+			after, _, err := bindingStep(duck.PodSpecable(), before, application{b: b, ctx: context.Background(), by: first, record: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, duck.BoundOf(after.Annotations)); diff != "" {
+				t.Errorf("records after the Undo (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -11,10 +11,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/duck"
@@ -226,16 +225,8 @@ func TestRolloutHaltsRollsBackAndResumes(t *testing.T) {
 	})
 
 	// Fixed: no forwarder. The rollout resumes from where it stands.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Get(ctx, "sink", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		unstructured.RemoveNestedField(u.Object, "spec", "forwarderImage")
-		_, err = dyn.Resource(rollout.SinkBindings).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
+	// A merge patch: the controller's status writes cannot make it conflict.
+	if _, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Patch(ctx, "sink", types.MergePatchType, []byte(`{"spec":{"forwarderImage":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rollout.Poll(t, 3*time.Minute, "the fixed Binding to roll out", func() string {
@@ -303,16 +294,8 @@ func coalesces(t *testing.T, deployments int, annotations map[string]any) {
 	}
 	start := time.Now()
 	for i := 1; i <= 20; i++ {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			u, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Get(ctx, "sink", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			unstructured.SetNestedField(u.Object, fmt.Sprintf("https://sink.example.com/%d", i), "spec", "sink")
-			_, err = dyn.Resource(rollout.SinkBindings).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
+		edit := fmt.Sprintf(`{"spec":{"sink":"https://sink.example.com/%d"}}`, i)
+		if _, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Patch(ctx, "sink", types.MergePatchType, []byte(edit), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(80 * time.Millisecond)

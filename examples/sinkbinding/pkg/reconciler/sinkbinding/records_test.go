@@ -2,6 +2,7 @@ package sinkbinding_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/duck"
@@ -116,23 +117,16 @@ func (r *rig) create(ctx context.Context, obj runtime.Object, dry bool) (*unstru
 
 // editSink sets the Binding's sink and returns the generation it made.
 func (r *rig) editSink(name, sink string) int64 {
-	var gen int64
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := r.dyn.Resource(sinkBindings).Namespace(r.ns).Get(r.t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		unstructured.SetNestedField(u.Object, sink, "spec", "sink")
-		got, err := r.dyn.Resource(sinkBindings).Namespace(r.ns).Update(r.t.Context(), u, metav1.UpdateOptions{})
-		if err == nil {
-			gen = got.GetGeneration()
-		}
-		return err
-	})
+	// A merge patch: the controller's status writes cannot make it conflict.
+	edit, err := json.Marshal(map[string]any{"spec": map[string]any{"sink": sink}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return gen
+	got, err := r.dyn.Resource(sinkBindings).Namespace(r.ns).Patch(r.t.Context(), name, types.MergePatchType, edit, metav1.PatchOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return got.GetGeneration()
 }
 
 // creator creates subjects of every shape in turn, one every 20 ms, until
