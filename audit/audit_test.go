@@ -87,6 +87,13 @@ func TestRun(t *testing.T) {
 			"BindingGone: records of a Binding that is gone: no such Binding",
 		},
 	}, {
+		name: "two Bindings set one variable: the last to bind wins, both records are the truth",
+		objects: []runtime.Object{
+			sinkBinding("first", "u1", 1, 1, "https://b", nil),
+			sinkBinding("second", "u2", 1, 1, "https://a", nil),
+			deployment("web", map[string]string{duck.BoundAnnotation: "sinkbindings.bindings.example.com/first@u1:1,sinkbindings.bindings.example.com/second@u2:1"}, sinkEnv),
+		},
+	}, {
 		name: "a generation ahead, content that disagrees",
 		objects: []runtime.Object{
 			sinkBinding("sb", "u1", 2, 2, "https://b", nil),

@@ -30,6 +30,7 @@ func (a *auditor) subject(ctx context.Context, gvr schema.GroupVersionResource, 
 func (a *auditor) records(ctx context.Context, s *subjectRef) error {
 	u, ann := s.u, s.u.GetAnnotations()
 	bound, err := duck.ParseBound(ann[duck.BoundAnnotation])
+	s.bound = bound
 	if err != nil {
 		a.report(s, nil, duck.BoundAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { setOrDelete(m, duck.BoundAnnotation, duck.BoundOf(m).String()) })
 	}
@@ -95,7 +96,7 @@ func (a *auditor) checkBound(ctx context.Context, s *subjectRef, by duck.BoundBy
 		a.report(s, &by, duck.BoundAnnotation, ProblemAhead, fmt.Sprintf("records generation %d; the Binding is at %d", gen, b.obj.GetGeneration()), rebind)
 		return nil
 	}
-	if why := a.contentDisagrees(ctx, s, b, gen); why != "" {
+	if why := a.contentDisagrees(ctx, s, b, gen, by, s.bound); why != "" {
 		a.report(s, &by, duck.BoundAnnotation, ProblemContent, fmt.Sprintf("records generation %d but %s", gen, why), rebind)
 	}
 	return nil
@@ -104,15 +105,12 @@ func (a *auditor) checkBound(ctx context.Context, s *subjectRef, by duck.BoundBy
 // contentDisagrees runs the Binding's Do, at gen, on the subject where the
 // audit can (the Binding's own Do when gen is its generation, its
 // published Spec when gen is the published one): a change means the
-// subject does not carry what it records.
-func (a *auditor) contentDisagrees(ctx context.Context, s *subjectRef, b *binding, gen int64) string {
-	var do func(*duck.WithPod)
-	switch {
-	case b.bindable != nil && gen == b.obj.GetGeneration():
-		do = func(wp *duck.WithPod) { b.bindable.Do(ctx, wp) }
-	case b.declared != nil && gen == b.published:
-		do = b.declared.Do
-	default:
+// subject does not carry what it records, unless another Binding the
+// subject records sets the same thing its own way (two Bindings that set
+// one variable: the last to bind wins, and both records are the truth).
+func (a *auditor) contentDisagrees(ctx context.Context, s *subjectRef, b *binding, gen int64, by duck.BoundBy, bound duck.Bound) string {
+	do := doOf(ctx, b, gen)
+	if do == nil {
 		return ""
 	}
 	shape := duck.Shapes{}.For(s.u.GroupVersionKind().GroupKind())
@@ -120,14 +118,23 @@ func (a *auditor) contentDisagrees(ctx context.Context, s *subjectRef, b *bindin
 	if err != nil {
 		return ""
 	}
-	after := before.DeepCopy()
-	panicked := false
-	func() {
-		defer func() { panicked = recover() != nil }()
-		do(after)
-	}()
-	if panicked || equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
+	after, changed := run(do, before)
+	if !changed {
 		return ""
+	}
+	for _, other := range sortedKeys(bound) {
+		if other == by {
+			continue
+		}
+		ob, err := a.lookup(ctx, other, s.u.GetNamespace())
+		if err != nil || ob.obj == nil {
+			continue
+		}
+		if odo := doOf(ctx, ob, bound[other]); odo != nil {
+			if restored, _ := run(odo, after); equality.Semantic.DeepEqual(before.Spec.Template, restored.Spec.Template) {
+				return "" // other's change is over b's
+			}
+		}
 	}
 	ops, err := shape.CreatePatch(before, after)
 	if err != nil || len(ops) == 0 {
@@ -138,6 +145,31 @@ func (a *auditor) contentDisagrees(ctx context.Context, s *subjectRef, b *bindin
 		paths = append(paths, op.Path)
 	}
 	return "does not carry its change: Do would change " + strings.Join(paths, ", ")
+}
+
+// doOf is b's Do at generation gen, when the audit can run it: the
+// Binding's own at its generation, its published Spec's at the published
+// one; nil otherwise.
+func doOf(ctx context.Context, b *binding, gen int64) func(*duck.WithPod) {
+	switch {
+	case b.bindable != nil && gen == b.obj.GetGeneration():
+		return func(wp *duck.WithPod) { b.bindable.Do(ctx, wp) }
+	case b.declared != nil && gen == b.published:
+		return b.declared.Do
+	}
+	return nil
+}
+
+// run applies do to a copy of wp and says whether it changed the pod
+// template; a Do that panics changes nothing the audit can judge.
+func run(do func(*duck.WithPod), wp *duck.WithPod) (after *duck.WithPod, changed bool) {
+	after = wp.DeepCopy()
+	panicked := false
+	func() {
+		defer func() { panicked = recover() != nil }()
+		do(after)
+	}()
+	return after, !panicked && !equality.Semantic.DeepEqual(wp.Spec.Template, after.Spec.Template)
 }
 
 // checkRollbacks audits the rollback records: each must undo the
@@ -197,6 +229,7 @@ type subjectRef struct {
 	u     *unstructured.Unstructured
 	fixed map[string]string
 	first int
+	bound duck.Bound // the subject's bound record, as read
 }
 
 // report adds a finding, and applies correct to s.fixed.
