@@ -241,7 +241,7 @@ func (a *auditor) report(s *subjectRef, by *duck.BoundBy, annotation, problem, d
 	f := Finding{
 		Subject:    fmt.Sprintf("%s %s %s/%s", s.u.GetAPIVersion(), s.u.GetKind(), s.u.GetNamespace(), s.u.GetName()),
 		Annotation: annotation, Problem: problem, Detail: detail,
-		gvr:        s.gvr, namespace: s.u.GetNamespace(), name: s.u.GetName(),
+		gvr: s.gvr, namespace: s.u.GetNamespace(), name: s.u.GetName(),
 	}
 	if by != nil {
 		f.Binding = describeBinding(*by, s.u.GetNamespace())
