@@ -112,9 +112,8 @@ func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time, p
 // filtered by changeInFlight against the last report), decides (decideRollout),
 // rolls back what a halt rolls back, and returns the part of todo to patch
 // now (the next wave, each marked with its change) or a *rollingOut to
-// report. inForce counts the selected subjects that record b at its
-// generation; total the selected ones.
-func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, policy RolloutPolicy, todo []work, changed []changedSubject, inForce, total int) ([]work, error) {
+// report. seen is what the reconcile's survey found.
+func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, policy RolloutPolicy, seen surveyed) ([]work, error) {
 	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
 	if !ok {
 		err := fmt.Errorf("%s: a rollout policy needs a status that records a rollout (embed duck.Status)", describe(b))
@@ -125,9 +124,9 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 	if mine := r.generations.rolloutOf(b); mine != nil {
 		prev = mine // this process's last word is newer than the cached status
 	}
-	in := rolloutInput{generation: b.GetGeneration(), policy: policy, prev: prev, todo: todo, total: total, inForce: inForce, now: now,
+	in := rolloutInput{generation: b.GetGeneration(), policy: policy, prev: prev, todo: seen.todo, held: seen.held, total: seen.selected, inForce: seen.inForce, now: now,
 		quietWait: r.generations.quietFor(b, policy.Quiet, now, true)}
-	for _, c := range changed {
+	for _, c := range seen.changed {
 		if !changeInFlight(prev, c.name, c.change) {
 			continue
 		}

@@ -37,6 +37,10 @@ type rolloutInput struct {
 	changed []changedSubject
 	// todo is the work the reconcile found, sorted by name.
 	todo []work
+	// held names the subjects held from generation: a halt of it rolled
+	// them back, whether or not its report was written (a leader that
+	// dies between a rollback and its report leaves only these records).
+	held []string
 	// total counts the subjects selected; inForce those of them whose
 	// bound record names the Binding at generation.
 	total, inForce int
@@ -124,7 +128,7 @@ func decideRollout(in rolloutInput) rolloutPlan {
 	ro.Waiting = waiting(in.todo, ro.Changing)
 
 	switch {
-	case len(failed) > 0 && len(ro.Halted) == 0:
+	case (len(failed) > 0 || len(in.held) > 0) && len(ro.Halted) == 0:
 		return halt(in, ro, failed)
 	case len(ro.Halted) > 0:
 		// Halted at this generation: nothing more until the Binding
@@ -147,6 +151,7 @@ func halt(in rolloutInput, ro *duck.RolloutStatus, failed []duck.SubjectReason) 
 			ro.Halted = append(ro.Halted, c.Name)
 		}
 	}
+	ro.Halted = append(ro.Halted, in.held...)
 	slices.Sort(ro.Halted)
 	ro.Halted = slices.Compact(ro.Halted)
 	slices.SortFunc(failed, func(a, b duck.SubjectReason) int { return strings.Compare(a.Name, b.Name) })

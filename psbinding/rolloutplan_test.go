@@ -103,6 +103,15 @@ func TestDecideRollout(t *testing.T) {
 			rollBack: []string{"b"}, reason: ReasonRolloutHalted,
 			message: "rollout of generation 3 halted at wave 2: a: halted with its wave; b: ProgressDeadlineExceeded; rolled back a"},
 	}, {
+		name: "a subject held from the generation: a halt its leader rolled back but did not report; the halt stands, the rest of its wave rolls back, nothing is patched again",
+		in: rolloutInput{generation: 3, policy: policy, total: 4, inForce: 0, todo: binds("a", "d"), held: []string{"a"},
+			prev:    &duck.RolloutStatus{Generation: 3, Wave: 1, Total: 4},
+			changed: in(ch("b", 3, 1, 5*time.Second), ch("c", 3, 1, 5*time.Second))},
+		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 3, Total: 4, Wave: 1, Changing: changing(3, 5*time.Second, "b", "c"), Halted: []string{"a", "b", "c"},
+			Waiting: []string{"a", "d"}},
+			rollBack: []string{"b", "c"}, halted: true, reason: ReasonRolloutHalted,
+			message: "rollout of generation 3 halted at wave 1: a: halted with its wave; b: halted with its wave; c: halted with its wave; rolled back a"},
+	}, {
 		name: "a subject past the deadline fails",
 		in: rolloutInput{generation: 3, policy: RolloutPolicy{MaxChanging: intstr.FromInt32(2), Deadline: time.Minute}, total: 2, inForce: 1,
 			changed: in(ch("a", 3, 1, 2*time.Minute))},

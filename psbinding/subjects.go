@@ -259,7 +259,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	var pacing error
 	switch {
 	case policy.Enabled():
-		if todo, pacing = r.pace(ctx, b, s, policy, todo, seen.changed, seen.inForce, seen.selected); todo == nil && pacing != nil {
+		if todo, pacing = r.pace(ctx, b, s, policy, seen); todo == nil && pacing != nil {
 			if _, ok := pacing.(*rollingOut); !ok {
 				return pacing
 			}
@@ -289,6 +289,9 @@ type surveyed struct {
 	// changed are the subjects whose records hold a paced change of b,
 	// sorted by name.
 	changed []changedSubject
+	// held are the subjects held from b's generation (HeldAnnotation):
+	// rolled back by a halt of it, which a leader may not have reported.
+	held []string
 	// selected counts the subjects selected; inForce those of them that
 	// record b at its generation.
 	selected, inForce int
@@ -313,6 +316,9 @@ func (r *BaseReconciler) survey(ctx context.Context, b Bindable, s *subject) (su
 		}
 		if c, ok := duck.ChangesOf(m.GetAnnotations()).Lookup(by); ok {
 			out.changed = append(out.changed, changedSubject{name: m.GetName(), change: c})
+		}
+		if gen, ok := duck.HeldOf(m.GetAnnotations()).Lookup(by); ok && gen == b.GetGeneration() {
+			out.held = append(out.held, m.GetName())
 		}
 		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
 		switch {
@@ -348,6 +354,7 @@ func (r *BaseReconciler) survey(ctx context.Context, b Bindable, s *subject) (su
 	out.selected = len(selected)
 	slices.SortFunc(out.todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
 	slices.SortFunc(out.changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
+	slices.Sort(out.held)
 	return out, nil
 }
 
@@ -544,7 +551,7 @@ func (r *BaseReconciler) paceUnbinding(ctx, mctx context.Context, b Bindable, s 
 	}
 	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
 	slices.SortFunc(changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
-	wave, pacing := r.pace(ctx, b, s, policy, todo, changed, unbound, total)
+	wave, pacing := r.pace(ctx, b, s, policy, surveyed{todo: todo, changed: changed, selected: total, inForce: unbound})
 	if wave == nil {
 		return pacing // done (nil), or waiting, or halted
 	}
