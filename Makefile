@@ -37,11 +37,12 @@ demo: $(NEWEST_BINS) $(KWOK)
 	$(GO) run ./hack/demo
 
 # The packages whose tests start a control plane (they import test/testenv,
-# envtest or bindingtest), but for the fault-injection suites (test/faults/...),
-# which run against the newest minor only: they test bindkit's behaviour under
-# faults, which no API difference between the minors touches, and they take
-# most of a pass.
-CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/(test\/testenv|envtest|bindingtest)( |$$)/ && $$1 !~ /\/test\/faults/ {print $$1}')
+# envtest or bindingtest), but for the suites that test bindkit's own
+# behaviour under faults, load and hostile peers (test/faults/..., test/rollout,
+# test/hostile), which run against the newest minor only: no API difference
+# between the minors touches what they test, and they take most of a pass.
+# Admission, policy, wiring and the examples run against both.
+CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/(test\/testenv|envtest|bindingtest)( |$$)/ && $$1 !~ /\/test\/(faults|rollout|hostile)(\/|$$)/ {print $$1}')
 
 # The module that runs Binding kinds inside a controller-runtime Manager
 # (controllerruntime/, with its kubebuilder example) has a go.mod of its
