@@ -61,6 +61,8 @@ var serverDefaults = map[reflect.Type]map[string]isDefault{
 		"terminationGracePeriodSeconds": is(int64(corev1.DefaultTerminationGracePeriodSeconds)),
 		"schedulerName":                 is(corev1.DefaultSchedulerName),
 		"securityContext":               func(_, v reflect.Value) bool { return v.Elem().IsZero() },
+		// The deprecated alias the server keeps equal to serviceAccountName.
+		"serviceAccount": func(spec, v reflect.Value) bool { return v.String() == spec.FieldByName("ServiceAccountName").String() },
 	},
 }
 
@@ -102,9 +104,12 @@ func imageTag(image string) string {
 	return "latest"
 }
 
-// defaultedUnset reports whether the member f of parent goes from a (held
-// by before) to b (left empty by after) only because after leaves to the
-// server a field that before holds at the server's default.
+// defaultedUnset reports whether the member f goes from a (held by
+// before) to b (left empty by after, the struct parent) only because
+// after leaves to the server a field that before holds at the value the
+// server fills into after. The default is after's: where a list's element
+// at one index is another entry after than before, what stays is what the
+// server would give the new entry.
 func defaultedUnset(f *fieldInfo, parent, a, b reflect.Value) bool {
 	return f.serverDefault != nil && empty(b) && !empty(a) && f.serverDefault(parent, a)
 }

@@ -62,6 +62,17 @@ func TestCreatePatchLeavesServerDefaults(t *testing.T) {
 		after:  corev1.PodSpec{Containers: []corev1.Container{asWritten("proxy:latest")}},
 		want:   []string{"remove /spec/template/spec/containers/0/imagePullPolicy"},
 	}, {
+		name: "containers swapped: the default is the one of the entry now at the index",
+		before: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "a", Image: "a:latest", ImagePullPolicy: corev1.PullAlways}, {Name: "b", Image: "b:1", ImagePullPolicy: corev1.PullIfNotPresent}}},
+		after: corev1.PodSpec{Containers: []corev1.Container{{Name: "b", Image: "b:1"}, {Name: "a", Image: "a:latest"}}},
+		want: []string{
+			`replace /spec/template/spec/containers/0/name "b"`, `replace /spec/template/spec/containers/0/image "b:1"`,
+			"remove /spec/template/spec/containers/0/imagePullPolicy",
+			`replace /spec/template/spec/containers/1/name "a"`, `replace /spec/template/spec/containers/1/image "a:latest"`,
+			"remove /spec/template/spec/containers/1/imagePullPolicy",
+		},
+	}, {
 		name:   "a pod spec's defaults",
 		before: corev1.PodSpec{Containers: app, DNSPolicy: corev1.DNSClusterFirst, RestartPolicy: corev1.RestartPolicyAlways, SchedulerName: "default-scheduler", SecurityContext: &corev1.PodSecurityContext{}, TerminationGracePeriodSeconds: new(int64(30))},
 		after:  corev1.PodSpec{Containers: app},

@@ -287,7 +287,7 @@ func (p *patcher) diffFields(info *typeInfo, a, b reflect.Value) {
 			p.diffPresent(fa, fb)
 			continue
 		}
-		if defaultedUnset(f, a, fa, fb) {
+		if defaultedUnset(f, b, fa, fb) {
 			continue // the server fills it in again: no change
 		}
 		p.push(f.name)
