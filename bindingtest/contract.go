@@ -329,12 +329,15 @@ func eachName(spec *corev1.PodSpec, f func(kind, name string)) {
 }
 
 // withoutEmpty drops, recursively, the object members whose value is null
-// or an empty list.
+// or an empty list, and labels and annotations that are empty maps: what
+// Go's omitempty fields and the API server make of "none".
 func withoutEmpty(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, child := range v {
-			if l, ok := child.([]any); child == nil || (ok && len(l) == 0) {
+			l, isList := child.([]any)
+			m, isMap := child.(map[string]any)
+			if child == nil || (isList && len(l) == 0) || (isMap && len(m) == 0 && (k == "labels" || k == "annotations")) {
 				delete(v, k)
 				continue
 			}

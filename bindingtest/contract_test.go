@@ -137,6 +137,15 @@ func TestContractProblems(t *testing.T) {
 		name: "a Binding with a volume and mounts that keeps the contract",
 		do:   setCA, undo: removeCA, reach: EveryContainerAndInitContainer,
 	}, {
+		name: "a Binding that adds an annotation and leaves an empty map behind",
+		do: func(wp *duck.WithPod) {
+			if wp.Spec.Template.Annotations == nil {
+				wp.Spec.Template.Annotations = map[string]string{}
+			}
+			wp.Spec.Template.Annotations["bound"] = "yes"
+		},
+		undo: func(wp *duck.WithPod) { delete(wp.Spec.Template.Annotations, "bound") },
+	}, {
 		name: "Do appends every time",
 		do: func(wp *duck.WithPod) {
 			everyContainer(wp, func(c *corev1.Container) { c.Env = append(c.Env, corev1.EnvVar{Name: "FOO", Value: "bar"}) })
