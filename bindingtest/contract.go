@@ -239,13 +239,21 @@ func (k *contract) deterministic(subjects []Subject) (ownNames, bool) {
 }
 
 func nondeterminism(shape duck.Shape, first, other *duck.WithPod, ops []jsonpatch.Operation) string {
-	why := "fix: make Do a function of the Binding and the subject alone (no clock, no random, no state kept between calls)"
-	if changes := changesOf(shape, first, other); len(changes) > 0 && len(ofKinds(changes, moved)) == len(changes) {
-		why = "only the order of entries differs: Do builds a list by ranging over a Go map, whose order changes from run to run\n" +
-			"fix: range over the map's keys in order (slices.Sorted(maps.Keys(m)))"
+	changes := changesOf(shape, first, other)
+	if len(changes) == 0 || len(ofKinds(changes, moved)) < len(changes) {
+		return fmt.Sprintf("Do breaks its promise to be deterministic: run on two copies of the same subject and Binding, it makes different pod templates; the patch from one to the other:\n%s\n"+
+			"fix: make Do a function of the Binding and the subject alone (no clock, no random, no state kept between calls)\n"+
+			"(the other checks are skipped until Do is deterministic: each would fail at random)", formatOpsMax(shape, ops, 6))
 	}
-	return fmt.Sprintf("Do breaks its promise to be deterministic: run on two copies of the same subject and Binding, it makes different pod templates; the patch from one to the other:\n%s\n%s\n(the other checks are skipped until Do is deterministic: each would fail at random)",
-		formatOpsMax(shape, ops, 6), why)
+	var lines []string
+	for _, c := range changes[:min(len(changes), 4)] {
+		lines = append(lines, fmt.Sprintf("  %s: %s in one run, %s in the other", c.path,
+			strings.Join(c.before.([]string), ", "), strings.Join(c.after.([]string), ", ")))
+	}
+	return fmt.Sprintf("Do breaks its promise to be deterministic: run on two copies of the same subject and Binding, it orders entries differently:\n%s\n"+
+		"Do builds a list by ranging over a Go map, whose order changes from run to run, so the reconciler patches the subject again and again\n"+
+		"fix: range over the map's keys in order (slices.Sorted(maps.Keys(m)))\n"+
+		"(the other checks are skipped until Do is deterministic: each would fail at random)", strings.Join(lines, "\n"))
 }
 
 // changesOf returns the changes from a to b, subjects of shape: the

@@ -74,8 +74,8 @@ func diffTree(path, field string, a, b any, out *[]change) {
 			break
 		}
 		ka, kb := byKey(field, av), byKey(field, bv)
-		if !sameOrder(keysInOrder(field, av), keysInOrder(field, bv)) {
-			*out = append(*out, change{path: path, kind: moved})
+		if ka, kb := keysInOrder(field, av), keysInOrder(field, bv); !sameOrder(ka, kb) {
+			*out = append(*out, change{path: path, kind: moved, before: ka, after: kb})
 		}
 		for _, k := range sortedKeys(ka, kb) {
 			x, inA := ka[k]
