@@ -70,45 +70,7 @@ func reachProblem(reach Reach, before, after *duck.WithPod) string {
 	if reach == ReachUnstated {
 		return ""
 	}
-	type target struct {
-		kind string
-		list func(*corev1.PodSpec) []corev1.Container
-	}
-	targets := []target{{"container", func(s *corev1.PodSpec) []corev1.Container { return s.Containers }}}
-	if reach == EveryContainerAndInitContainer {
-		targets = append(targets, target{"init container", func(s *corev1.PodSpec) []corev1.Container { return s.InitContainers }})
-	}
-	var union []string
-	gained := map[string][]string{} // container label -> what Do added to it
-	var labels []string
-	for _, tg := range targets {
-		for _, was := range tg.list(&before.Spec.Template.Spec) {
-			i := slices.IndexFunc(tg.list(&after.Spec.Template.Spec), func(c corev1.Container) bool { return c.Name == was.Name })
-			if i < 0 {
-				continue // Do removed it: reported as Do destroying what the subject had
-			}
-			label := tg.kind + " " + was.Name
-			labels = append(labels, label)
-			for _, item := range addedTo(&was, &tg.list(&after.Spec.Template.Spec)[i]) {
-				gained[label] = append(gained[label], item)
-				if !slices.Contains(union, item) {
-					union = append(union, item)
-				}
-			}
-		}
-	}
-	var missing []string
-	for _, label := range labels {
-		var lacks []string
-		for _, item := range union {
-			if !slices.Contains(gained[label], item) {
-				lacks = append(lacks, item)
-			}
-		}
-		if len(lacks) > 0 {
-			missing = append(missing, fmt.Sprintf("  %s lacks %s", label, strings.Join(lacks, ", ")))
-		}
-	}
+	union, missing := reachGaps(reach, before, after)
 	if len(missing) == 0 {
 		return ""
 	}
@@ -123,6 +85,47 @@ func reachProblem(reach Reach, before, after *duck.WithPod) string {
 	}
 	return fmt.Sprintf("Do breaks its promise to reach every %s (ContractOptions.Reach %s): it adds %s to some of them only:\n%s\nfix: %s, not only the first",
 		scope, reach, strings.Join(union, ", "), strings.Join(missing, "\n"), fix)
+}
+
+// reachGaps returns what Do added to any of the subject's own containers
+// in reach's scope (union), and one line per container that lacks some of
+// it.
+func reachGaps(reach Reach, before, after *duck.WithPod) (union, missing []string) {
+	lists := []struct {
+		kind          string
+		before, after []corev1.Container
+	}{{"container", before.Spec.Template.Spec.Containers, after.Spec.Template.Spec.Containers}}
+	if reach == EveryContainerAndInitContainer {
+		lists = append(lists, struct {
+			kind          string
+			before, after []corev1.Container
+		}{"init container", before.Spec.Template.Spec.InitContainers, after.Spec.Template.Spec.InitContainers})
+	}
+	var labels []string
+	gained := map[string][]string{} // container label -> what Do added to it
+	for _, l := range lists {
+		for _, was := range l.before {
+			i := slices.IndexFunc(l.after, func(c corev1.Container) bool { return c.Name == was.Name })
+			if i < 0 {
+				continue // Do removed it: reported as Do not keeping what the subject has
+			}
+			label := l.kind + " " + was.Name
+			labels = append(labels, label)
+			gained[label] = addedTo(&was, &l.after[i])
+			for _, item := range gained[label] {
+				if !slices.Contains(union, item) {
+					union = append(union, item)
+				}
+			}
+		}
+	}
+	for _, label := range labels {
+		lacks := slices.DeleteFunc(slices.Clone(union), func(item string) bool { return slices.Contains(gained[label], item) })
+		if len(lacks) > 0 {
+			missing = append(missing, fmt.Sprintf("  %s lacks %s", label, strings.Join(lacks, ", ")))
+		}
+	}
+	return union, missing
 }
 
 // addedTo lists what a container gained from was to now: env vars,
