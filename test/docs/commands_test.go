@@ -249,7 +249,7 @@ func (s *session) environment() []string {
 // minutes.
 func (s *session) controlPlane(args []string) {
 	bins := os.Getenv("BINDKIT_BIN_DIR")
-	if bins == "" {
+	if _, err := os.Stat(filepath.Join(bins, "kube-apiserver")); bins == "" || err != nil {
 		out := s.exec(s.cwd, s.environment(), append([]string{"go", "tool", "bindkit", "controlplane", "-h"}, args...)...)
 		if !strings.Contains(out, "usage: bindkit controlplane") {
 			s.t.Errorf("go tool bindkit controlplane -h: no usage:\n%s", out)
