@@ -113,9 +113,10 @@ func (c *subjectCheck) keepsWhatItHad(before, after *duck.WithPod) bool {
 		return true
 	}
 	c.broke("do destroys", "Do breaks its promise to keep what the subject has%s: Do\n%s\n"+
-		"Undo cannot give these back, and the workload's owner loses them while it is bound\n"+
-		"fix: change only the entries Do adds, in place: find each by name and set it, else append it; never rebuild or replace a list or a container",
-		c.where, formatChanges(lost, 6, removed, altered, moved))
+		"Undo cannot give these back, and the workload's owner loses them while it is bound\n%s",
+		c.where, formatChanges(lost, 6, removed, altered, moved),
+		c.fix("change only the entries Do adds, in place: find each by name and set it, else append it; never rebuild or replace a list or a container",
+			"the Spec replaces the workload's entry of the same name (or mountPath): give the Spec's entries names and paths of the Binding's own (a prefix of its kind)"))
 	return false
 }
 
@@ -124,8 +125,8 @@ func (c *subjectCheck) adds(before, after *duck.WithPod) {
 	c.names(before, after)
 	if m := unmountable(before, after); m != "" {
 		c.broke("mounts", "Do breaks its promise to mount only volumes the pod has%s: %s, but spec.volumes has no volume of that name%s;\n"+
-			"the API server refuses such a patch (volumeMounts[].name: Not found)\n"+
-			"fix: mount the volume by the name Do gives it in spec.volumes", c.where, m, ownVolumes(before, after))
+			"the API server refuses such a patch (volumeMounts[].name: Not found)\n%s", c.where, m, ownVolumes(before, after),
+			c.fix("mount the volume by the name Do gives it in spec.volumes", "name in the Spec's VolumeMounts a volume of its Volumes"))
 	}
 	if msg := reachProblem(c.reach, before, after); msg != "" {
 		c.broke("reach", "%s%s", msg, c.where)

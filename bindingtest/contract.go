@@ -11,6 +11,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/psbinding"
@@ -139,6 +140,9 @@ type contract struct {
 	caller
 	name  string // namespace/name of the Binding
 	reach Reach
+	// declarative is set for a declarative.Declarer, whose fixes are in
+	// its Spec, not in Do and Undo.
+	declarative bool
 	// problems holds each broken promise once, by category.
 	problems problemSet
 }
@@ -156,7 +160,20 @@ func newContract(t *testing.T, b psbinding.Bindable, opts ContractOptions) *cont
 		caller: caller{ctx: ctx, b: b},
 		name:   b.GetNamespace() + "/" + b.GetName(),
 		reach:  reachOf(b, opts.Reach),
+		declarative: func() bool {
+			_, ok := b.(declarative.Declarer)
+			return ok
+		}(),
 	}
+}
+
+// fix returns the fix for a kind with Do and Undo of its own, or for a
+// declarative kind.
+func (k *contract) fix(imperative, declarative string) string {
+	if k.declarative {
+		return "fix: " + declarative
+	}
+	return "fix: " + imperative
 }
 
 func (k *contract) subjects(b psbinding.Bindable, opts ContractOptions) []Subject {
@@ -230,7 +247,7 @@ func (k *contract) deterministic(subjects []Subject) (ownNames, bool) {
 				continue
 			}
 			if ops, _ := s.Shape.CreatePatch(first, wp); len(ops) > 0 {
-				k.problems.add("deterministic", s.Name, nondeterminism(s.Shape, first, wp, ops))
+				k.problems.add("deterministic", s.Name, k.nondeterminism(s.Shape, first, wp, ops))
 				return own, false
 			}
 		}
@@ -238,22 +255,27 @@ func (k *contract) deterministic(subjects []Subject) (ownNames, bool) {
 	return own, true
 }
 
-func nondeterminism(shape duck.Shape, first, other *duck.WithPod, ops []jsonpatch.Operation) string {
+func (k *contract) nondeterminism(shape duck.Shape, first, other *duck.WithPod, ops []jsonpatch.Operation) string {
 	changes := changesOf(shape, first, other)
 	if len(changes) == 0 || len(ofKinds(changes, moved)) < len(changes) {
 		return fmt.Sprintf("Do breaks its promise to be deterministic: run on two copies of the same subject and Binding, it makes different pod templates; the patch from one to the other:\n%s\n"+
-			"fix: make Do a function of the Binding and the subject alone (no clock, no random, no state kept between calls)\n"+
-			"(the other checks are skipped until Do is deterministic: each would fail at random)", formatOpsMax(shape, ops, 6))
+			"%s\n(the other checks are skipped until Do is deterministic: each would fail at random)", formatOpsMax(shape, ops, 6),
+			k.fix("make Do a function of the Binding and the subject alone (no clock, no random, no state kept between calls)",
+				"make Declare a function of the Binding alone (no clock, no random, no state kept between calls)"))
 	}
 	var lines []string
 	for _, c := range changes[:min(len(changes), 4)] {
 		lines = append(lines, fmt.Sprintf("  %s: %s in one run, %s in the other", c.path,
 			strings.Join(c.before.([]string), ", "), strings.Join(c.after.([]string), ", ")))
 	}
+	who := "Do"
+	if k.declarative {
+		who = "Declare"
+	}
 	return fmt.Sprintf("Do breaks its promise to be deterministic: run on two copies of the same subject and Binding, it orders entries differently:\n%s\n"+
-		"Do builds a list by ranging over a Go map, whose order changes from run to run, so the reconciler patches the subject again and again\n"+
+		"%s builds a list by ranging over a Go map, whose order changes from run to run, so the reconciler patches the subject again and again\n"+
 		"fix: range over the map's keys in order (slices.Sorted(maps.Keys(m)))\n"+
-		"(the other checks are skipped until Do is deterministic: each would fail at random)", strings.Join(lines, "\n"))
+		"(the other checks are skipped until Do is deterministic: each would fail at random)", strings.Join(lines, "\n"), who)
 }
 
 // changesOf returns the changes from a to b, subjects of shape: the

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/tracker"
@@ -91,6 +92,29 @@ func (b *indexBinding) Undo(_ context.Context, wp *duck.WithPod) {
 	}
 }
 
+// declaredBinding is a declarative kind: Do and Undo from its Spec.
+type declaredBinding struct {
+	testBinding
+	spec declarative.Spec
+}
+
+func (b *declaredBinding) DeepCopyObject() runtime.Object           { c := *b; return &c }
+func (b *declaredBinding) Declare() declarative.Spec                { return b.spec }
+func (b *declaredBinding) Do(_ context.Context, wp *duck.WithPod)   { b.spec.Do(wp) }
+func (b *declaredBinding) Undo(_ context.Context, wp *duck.WithPod) { b.spec.Undo(wp) }
+
+// caSpec is a declarative Spec with env, a ConfigMap volume (no
+// defaultMode) and its mount.
+func caSpec() declarative.Spec {
+	return declarative.Spec{
+		Env: []corev1.EnvVar{{Name: "CA_PATH", Value: "/etc/ca"}},
+		Volumes: []corev1.Volume{{Name: "ca", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}}}}},
+		VolumeMounts:      []corev1.VolumeMount{{Name: "ca", MountPath: "/etc/ca", ReadOnly: true}},
+		InitContainersToo: true,
+	}
+}
+
 // fooFromMap is a Do that builds FOO, BAR and BAZ from a Go map.
 func fooFromMap(wp *duck.WithPod) {
 	vars := map[string]string{"FOO": "1", "BAR": "2", "BAZ": "3"}
@@ -145,6 +169,17 @@ func TestContractProblems(t *testing.T) {
 			wp.Spec.Template.Annotations["bound"] = "yes"
 		},
 		undo: func(wp *duck.WithPod) { delete(wp.Spec.Template.Annotations, "bound") },
+	}, {
+		name:    "a declarative kind with a ConfigMap volume",
+		binding: &declaredBinding{testBinding: testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}}, spec: caSpec()},
+	}, {
+		name: "a declarative kind that mounts a volume its Spec lacks",
+		binding: &declaredBinding{testBinding: testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}}, spec: func() declarative.Spec {
+			s := caSpec()
+			s.VolumeMounts[0].Name = "ca-certs"
+			return s
+		}()},
+		want: []string{"Do breaks its promise to mount only volumes the pod has", "fix: name in the Spec's VolumeMounts a volume of its Volumes"},
 	}, {
 		name: "Do appends every time",
 		do: func(wp *duck.WithPod) {
