@@ -168,7 +168,7 @@ func (s *session) run(line string) {
 		t.Logf("not run until bindkit is on the module proxy: %s", line)
 		s.stopped = true
 	case strings.HasPrefix(line, "go tool bindkit controlplane"):
-		s.controlPlane(fields[2:])
+		s.controlPlane(fields[4:])
 	case strings.HasPrefix(line, "GOBIN=DIR go install "):
 		s.goInstall(fields)
 	case fields[0] == "go" && s.cwd == root && (fields[1] == "test" || fields[1] == "vet"):
@@ -248,9 +248,13 @@ func (s *session) environment() []string {
 // only checks that the command parses its flags: it would build for
 // minutes.
 func (s *session) controlPlane(args []string) {
+	command := []string{"go", "tool", "bindkit", "controlplane"}
+	if s.cwd == root { // bindkit's own module, where the command is go run ./cmd/bindkit
+		command = []string{"go", "run", "./cmd/bindkit", "controlplane"}
+	}
 	bins := os.Getenv("BINDKIT_BIN_DIR")
 	if _, err := os.Stat(filepath.Join(bins, "kube-apiserver")); bins == "" || err != nil {
-		out := s.exec(s.cwd, s.environment(), append([]string{"go", "tool", "bindkit", "controlplane", "-h"}, args...)...)
+		out := s.exec(s.cwd, s.environment(), append(append(command, "-h"), args...)...)
 		if !strings.Contains(out, "usage: bindkit controlplane") {
 			s.t.Errorf("go tool bindkit controlplane -h: no usage:\n%s", out)
 		}
@@ -258,7 +262,7 @@ func (s *session) controlPlane(args []string) {
 		return
 	}
 	env := append(s.environment(), "KUBEBUILDER_ASSETS="+bins)
-	out := s.exec(s.cwd, env, append([]string{"go", "tool", "bindkit", "controlplane"}, args...)...)
+	out := s.exec(s.cwd, env, append(command, args...)...)
 	if !strings.Contains(out, "nothing to build") {
 		s.t.Errorf("go tool bindkit controlplane with KUBEBUILDER_ASSETS=%s builds:\n%s", bins, out)
 	}
@@ -287,7 +291,7 @@ func (s *session) exec(dir string, env []string, args ...string) string {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
-	if help := len(args) > 4 && args[4] == "-h"; err != nil && !help { // -h exits 2 by design
+	if help := len(args) > 4 && args[4] == "-h"; err != nil && !help { // -h exits non-zero by design
 		s.t.Fatalf("%s (in %s): %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return string(out)
