@@ -29,7 +29,7 @@ func TestCheckContractOnTheServer(t *testing.T) {
 	tests := []struct {
 		name     string
 		do, undo func(*duck.WithPod)
-		want     []string // one substring per problem, in order
+		want     []string // substrings of the one failure; none for a Binding that keeps the contract
 	}{{
 		name: "in place",
 		do: func(wp *duck.WithPod) {
@@ -81,8 +81,10 @@ func TestCheckContractOnTheServer(t *testing.T) {
 			c.Env = append(c.Env, corev1.EnvVar{Name: "FOO", Value: "bar"})
 		},
 		undo: func(wp *duck.WithPod) {
-			c := &wp.Spec.Template.Spec.Containers[0]
-			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "FOO" })
+			for i := range wp.Spec.Template.Spec.Containers {
+				c := &wp.Spec.Template.Spec.Containers[i]
+				c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "FOO" })
+			}
 		},
 		want: []string{"Do breaks its promise to be idempotent"},
 	}}
@@ -90,12 +92,12 @@ func TestCheckContractOnTheServer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}, do: tc.do, undo: tc.undo}
 			got := contractFailures(t, b, ContractOptions{Env: env})
-			if len(got) != len(tc.want) {
-				t.Fatalf("%d failures, want %d (%q):\n%s", len(got), len(tc.want), tc.want, strings.Join(got, "\n----\n"))
+			if want := min(len(tc.want), 1); len(got) != want {
+				t.Fatalf("%d failures, want %d:\n%s", len(got), want, strings.Join(got, "\n----\n"))
 			}
-			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("failure %d does not say %q:\n%s", i, w, got[i])
+			for _, w := range tc.want {
+				if !strings.Contains(got[0], w) {
+					t.Errorf("the failure does not say %q:\n%s", w, got[0])
 				}
 			}
 			for _, f := range got {
