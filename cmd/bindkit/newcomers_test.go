@@ -185,7 +185,7 @@ func TestNewcomersKindsOnAControlPlane(t *testing.T) {
 	}
 	for _, kind := range []struct{ module, kind, types string }{
 		{"example.com/proxybinding", "ProxyBinding", "testdata/proxy/types.go.txt"},
-		{"example.com/cabinding", "CABinding", "testdata/declarative/types.go.txt"},
+		{"example.com/sinkbinding", "SinkBinding", "testdata/declarative/types.go.txt"},
 	} {
 		t.Run(kind.kind, func(t *testing.T) {
 			m := scaffoldModule(t, kind.module, kind.kind)
@@ -195,7 +195,7 @@ func TestNewcomersKindsOnAControlPlane(t *testing.T) {
 			if err != nil {
 				t.Fatalf("go test -v ./...: %v\n%s", err, out)
 			}
-			quiet := regexp.MustCompile(`^(=== (RUN|PAUSE|CONT) |--- PASS: |PASS$|ok\s|\?\s)`)
+			quiet := regexp.MustCompile(`^(=== (RUN|PAUSE|CONT) |\s*--- PASS: |PASS$|ok\s|\?\s)`)
 			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 				if !quiet.MatchString(line) {
 					t.Errorf("go test -v ./... prints more than the tests' names and results: %q\n%s", line, out)
