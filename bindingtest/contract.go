@@ -1,23 +1,17 @@
 package bindingtest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"gomodules.xyz/jsonpatch/v2"
-	jsonpatchv4 "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 
+	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/psbinding"
@@ -33,57 +27,127 @@ type ContractOptions struct {
 	// WithContext, if set, prepares the context Do and Undo run in, as the
 	// framework calls it (wiring.Options.WithContext).
 	WithContext psbinding.BindableContext
+	// Reach is what Do promises about the subject's containers: that what
+	// it adds to one it adds to every one (EveryContainer), init
+	// containers too (EveryContainerAndInitContainer). Default: a
+	// declarative kind's is what its Spec promises (its env, envFrom and
+	// mounts go to every container, and to init containers with
+	// InitContainersToo); other kinds promise nothing (ReachUnstated).
+	Reach Reach
+	// ControlPlane, if set, is the control plane on which CheckContract
+	// also checks the built-in subjects the reconciler patches, as Env
+	// does, in a subtest ("on the API server") that is skipped, saying
+	// what it skipped and how to get the binaries, when they are missing
+	// (it fails under CI=true). The checks that need no server run either
+	// way. It is started on first use and shared with the package's other
+	// tests.
+	ControlPlane *envtest.Shared
 	// Env, if set, is a control plane on which CheckContract also checks
 	// the built-in subjects the reconciler patches (Deployment, StatefulSet,
 	// DaemonSet, ReplicaSet, CronJob; bare Pods and Jobs are bound at
 	// admission only) as the kube-apiserver stores them: each created
 	// in a namespace of its own (the server fills in its defaults:
-	// terminationMessagePath, imagePullPolicy, a Pod's service account
-	// token volume, ...), then bound and unbound with the JSON patches
-	// the reconciler sends. This is what finds a
-	// Do that deletes and re-appends what the server defaults, which the
-	// reconciler would patch forever.
+	// terminationMessagePath, imagePullPolicy, a volume's defaultMode,
+	// ...), then bound and unbound with the JSON patches the reconciler
+	// sends, which the server validates.
 	Env *envtest.Environment
 }
 
 // CheckContract checks that b's Do and Undo keep the promises the
 // framework relies on, on each subject, the way the reconciler applies
 // them: decoded into a *duck.WithPod through the subject's duck.Shape,
-// changed by Do or Undo, turned into a JSON patch by the shape's
-// CreatePatch, guarded as the reconciler guards it (duck.Guard), and
-// applied to the full object by the JSON patch implementation the
-// kube-apiserver uses. For each subject:
+// changed by Do or Undo (each call on a fresh copy of b, as the framework
+// reads a Binding back from the API server), turned into a JSON patch by
+// the shape's CreatePatch, guarded as the reconciler guards it
+// (duck.Guard), and applied to the full object by the JSON patch
+// implementation the kube-apiserver uses. The promises:
 //
-//   - Do's patch applies, and the patched object holds what Do made;
-//   - fields Go's types do not know (UnknownField) survive it, unless Do
-//     removed what held them;
+//   - Do is deterministic: run on copies of the same subject and Binding,
+//     it makes the same pod template (a list built from a Go map is not);
+//   - Do does not panic;
+//   - Do keeps what the subject has: it removes and changes none of the
+//     workload's own entries and fields;
+//   - Do's patch applies, the patched object holds what Do made, and
+//     fields Go's types do not know (UnknownField) survive it;
+//   - Do mounts only volumes the pod spec has, and adds no container,
+//     init container, volume or env var without a name (the mark of a
+//     Binding whose spec is not filled in) or with a name beginning with
+//     KitNamePrefix;
+//   - Do reaches every container, as opts.Reach promises;
 //   - Do is idempotent: Do on the subject it bound patches nothing;
-//   - Undo restores: Undo after Do gives back the subject as it was before
-//     Do, field for field;
-//   - Undo of a subject Do never bound patches nothing;
-//   - Do adds no container, init container, volume or env var without a
-//     name (the mark of a Binding whose spec is not filled in) and none
-//     whose name begins with KitNamePrefix.
+//   - Undo leaves a subject Do never bound as it is;
+//   - Undo restores: Undo after Do gives back the subject as it was
+//     before Do, also after the workload's owner added entries before
+//     and after the Binding's own.
 //
-// With opts.Env set, the same promises are checked again on the built-in
-// subjects as the kube-apiserver stores them (see ContractOptions.Env).
+// Besides each subject as given, the promises are checked on two other
+// layouts of it: a bare pod template (one container, no annotations, env,
+// mounts or volumes), and a crowded one (user env vars, volumes,
+// containers and mounts named like those Do adds, a native sidecar, a
+// third container).
 //
-// Each broken promise is reported once with t.Errorf at the caller's line,
-// naming the subjects it breaks on and a diff or patch whose paths are
-// relative to the pod template (template/spec/containers/1/...), so that
-// one bug reads as one failure. A Do that changes none of the subjects
-// fails too, since then the checks prove nothing (a Do that needs a
-// context from WithContext sees none without it).
+// With opts.Env or opts.ControlPlane set, the same promises are checked
+// again on the built-in subjects as the kube-apiserver stores them (see
+// ContractOptions.Env), unless a check without the server failed already.
+//
+// Each broken promise is reported once with t.Errorf at the caller's line:
+// which call (Do or Undo) broke which promise, on which subjects and
+// layout, the fields by name (template.spec.containers[app].env[LOG_LEVEL])
+// and the fix, so that one bug reads as one failure of a few lines. A Do
+// that changes none of the subjects fails too, since then the checks
+// prove nothing (a Do that needs a context from WithContext sees none
+// without it).
 func CheckContract(t *testing.T, b psbinding.Bindable, opts ContractOptions) {
 	t.Helper()
-	for _, f := range contractFailures(t, b, opts) {
+	failures := contractFailures(t, b, opts)
+	for _, f := range failures {
 		t.Error(f)
 	}
+	if opts.ControlPlane == nil || opts.Env != nil || len(failures) > 0 {
+		return
+	}
+	t.Run("on the API server", func(t *testing.T) {
+		t.Helper()
+		env := serverOrSkip(t, opts.ControlPlane)
+		k := newContract(t, b, opts)
+		k.onServer(t, env, k.subjects(b, opts))
+		for _, f := range k.report(0, false) {
+			t.Error(f)
+		}
+	})
 }
 
 // contractFailures checks the contract and returns its failures, each a
 // message for t.Error.
 func contractFailures(t *testing.T, b psbinding.Bindable, opts ContractOptions) []string {
+	t.Helper()
+	k := newContract(t, b, opts)
+	subjects := k.subjects(b, opts)
+	changed, nondeterministic := k.serverless(subjects)
+	if nondeterministic {
+		return k.report(0, false)
+	}
+	// On the server only what the check without one cannot see: a problem
+	// found already would be found again, as a second report of one bug.
+	if opts.Env != nil && len(k.problems.list) == 0 {
+		k.onServer(t, opts.Env, subjects)
+	}
+	return k.report(changed, len(subjects) > 0)
+}
+
+// contract checks one Binding's promises and gathers what it breaks.
+type contract struct {
+	caller
+	name  string // namespace/name of the Binding
+	reach Reach
+	// declarative is set for a declarative.Declarer, whose fixes are in
+	// its Spec, not in Do and Undo.
+	declarative bool
+	// problems holds each broken promise once, by category.
+	problems problemSet
+}
+
+func newContract(t *testing.T, b psbinding.Bindable, opts ContractOptions) *contract {
 	t.Helper()
 	ctx := t.Context()
 	if opts.WithContext != nil {
@@ -92,51 +156,152 @@ func contractFailures(t *testing.T, b psbinding.Bindable, opts ContractOptions) 
 			t.Fatalf("WithContext of binding %s/%s: %v", b.GetNamespace(), b.GetName(), err)
 		}
 	}
-	subjects := opts.Subjects
-	if subjects == nil {
-		subjects = Subjects(b.GetNamespace())
+	return &contract{
+		caller: caller{ctx: ctx, b: b},
+		name:   b.GetNamespace() + "/" + b.GetName(),
+		reach:  reachOf(b, opts.Reach),
+		declarative: func() bool {
+			_, ok := b.(declarative.Declarer)
+			return ok
+		}(),
 	}
-	var problems problemSet
-	changed := 0
-	broken := map[string]bool{}
-	for _, s := range subjects {
-		c := &checker{}
-		if c.subject(ctx, b, s) {
-			changed++
-		}
-		problems.add(s.Name, c.problems)
-		maps.Copy(broken, c.broken)
+}
+
+// fix returns the fix for a kind with Do and Undo of its own, or for a
+// declarative kind.
+func (k *contract) fix(imperative, declarative string) string {
+	if k.declarative {
+		return "fix: " + declarative
 	}
-	// On the server only what the check without one cannot see: a problem
-	// found already would be found again, as a second report of one bug.
-	if opts.Env != nil && len(problems.list) == 0 {
-		ns := opts.Env.CreateNamespace(t, "bindingtest-contract-")
-		client, err := dynamic.NewForConfig(opts.Env.Config)
-		if err != nil {
-			t.Fatalf("bindingtest: client of the control plane: %v", err)
-		}
-		for _, s := range subjects {
-			if _, ok := serverResources[s.Object.GetKind()]; !ok || s.Object.GroupVersionKind().Group == CustomWorkloadKind.Group {
-				continue
-			}
-			c := &checker{skip: broken}
-			c.serverSubject(ctx, b, s, client, ns)
-			problems.add(s.Name, c.problems) // the messages say "as the API server stores it"
-		}
+	return "fix: " + imperative
+}
+
+func (k *contract) subjects(b psbinding.Bindable, opts ContractOptions) []Subject {
+	if opts.Subjects != nil {
+		return opts.Subjects
 	}
+	return Subjects(b.GetNamespace())
+}
+
+// report formats the problems, and when the check proves nothing (no
+// subject changed, with some to change) says so.
+func (k *contract) report(changed int, hadSubjects bool) []string {
 	var out []string
-	for _, p := range problems.list {
-		out = append(out, fmt.Sprintf("binding %s/%s on %s: %s", b.GetNamespace(), b.GetName(), joinSubjects(p.subjects), p.text))
+	for _, p := range k.problems.list {
+		out = append(out, fmt.Sprintf("binding %s on %s: %s", k.name, joinSubjects(p.subjects), p.text))
 	}
-	if changed == 0 && len(subjects) > 0 {
-		out = append(out, fmt.Sprintf("Do of binding %s/%s changed none of the %d subjects: the contract holds trivially and proves nothing (is the Binding's spec filled in? does Do need ContractOptions.WithContext?)",
-			b.GetNamespace(), b.GetName(), len(subjects)))
+	if changed == 0 && hadSubjects && len(out) == 0 {
+		out = append(out, fmt.Sprintf("Do of binding %s changed none of the subjects: the contract holds trivially and proves nothing (is the Binding's spec filled in? does Do need ContractOptions.WithContext?)", k.name))
 	}
 	return out
 }
 
-// problemSet gathers the problems of every subject, each distinct text
-// once, in the order first seen.
+// serverless checks every subject without a server, as given and in each
+// layout, and returns how many Do changed as given. A Do that is not
+// deterministic is reported alone: every other check would fail at
+// random.
+func (k *contract) serverless(subjects []Subject) (changed int, nondeterministic bool) {
+	own, ok := k.deterministic(subjects)
+	if !ok {
+		return 0, true
+	}
+	for _, s := range subjects {
+		if k.check(s, "", s.Object) {
+			changed++
+		}
+	}
+	for _, l := range layouts {
+		for _, s := range subjects {
+			k.check(s, l.name, l.make(s, own))
+		}
+	}
+	return changed, false
+}
+
+// determinismRuns is how many times Do runs on copies of each subject: a
+// list built from a Go map of three entries comes out in the same order
+// six times in a row rarely, and on every subject almost never.
+const determinismRuns = 6
+
+// deterministic runs Do on copies of each subject, and reports a Do that
+// makes different pod templates of the same subject. It returns what Do
+// adds, by name, for the crowded layout.
+func (k *contract) deterministic(subjects []Subject) (ownNames, bool) {
+	var own ownNames
+	for _, s := range subjects {
+		before, err := s.Shape.FromUnstructured(s.Object)
+		if err != nil {
+			continue // reported by check
+		}
+		var first *duck.WithPod
+		for range determinismRuns {
+			wp := before.DeepCopy()
+			if k.do(wp) != nil {
+				break // reported by check
+			}
+			if first == nil {
+				first = wp
+				if own.empty() {
+					own = namesAdded(before, wp)
+				}
+				continue
+			}
+			if ops, _ := s.Shape.CreatePatch(first, wp); len(ops) > 0 {
+				k.problems.add("deterministic", s.Name, k.nondeterminism(s.Shape, first, wp, ops))
+				return own, false
+			}
+		}
+	}
+	return own, true
+}
+
+func (k *contract) nondeterminism(shape duck.Shape, first, other *duck.WithPod, ops []jsonpatch.Operation) string {
+	changes := changesOf(shape, first, other)
+	if len(changes) == 0 || len(ofKinds(changes, moved)) < len(changes) {
+		return fmt.Sprintf("Do breaks its promise to be deterministic: run on two copies of the same subject and Binding, it makes different pod templates; the patch from one to the other:\n%s\n"+
+			"%s\n(the other checks are skipped until Do is deterministic: each would fail at random)", formatOpsMax(shape, ops, 6),
+			k.fix("make Do a function of the Binding and the subject alone (no clock, no random, no state kept between calls)",
+				"make Declare a function of the Binding alone (no clock, no random, no state kept between calls)"))
+	}
+	var lines []string
+	for _, c := range changes[:min(len(changes), 4)] {
+		lines = append(lines, fmt.Sprintf("  %s: %s in one run, %s in the other", c.path,
+			strings.Join(c.before.([]string), ", "), strings.Join(c.after.([]string), ", ")))
+	}
+	who := "Do"
+	if k.declarative {
+		who = "Declare"
+	}
+	return fmt.Sprintf("Do breaks its promise to be deterministic: run on two copies of the same subject and Binding, it orders entries differently:\n%s\n"+
+		"%s builds a list by ranging over a Go map, whose order changes from run to run, so the reconciler patches the subject again and again\n"+
+		"fix: range over the map's keys in order (slices.Sorted(maps.Keys(m)))\n"+
+		"(the other checks are skipped until Do is deterministic: each would fail at random)", strings.Join(lines, "\n"), who)
+}
+
+// changesOf returns the changes from a to b, subjects of shape: the
+// object's labels and annotations and the pod template, by name. A Pod's
+// metadata is its template's, compared once.
+func changesOf(shape duck.Shape, a, b *duck.WithPod) []change {
+	view := func(wp *duck.WithPod) map[string]any {
+		if len(shape.Path()) == 0 {
+			return map[string]any{"template": &wp.Spec.Template}
+		}
+		return map[string]any{
+			"metadata": map[string]any{"labels": wp.Labels, "annotations": wp.Annotations},
+			"template": &wp.Spec.Template,
+		}
+	}
+	var out []change
+	diffTree("", "", toTree(view(a)), toTree(view(b)), &out)
+	return out
+}
+
+func (o ownNames) empty() bool {
+	return len(o.env)+len(o.volumes)+len(o.containers)+len(o.mountPaths) == 0
+}
+
+// problemSet gathers the problems of every subject: each category once,
+// with the text first seen, naming every subject it was seen on.
 type problemSet struct {
 	list  []*problem
 	index map[string]*problem
@@ -147,212 +312,32 @@ type problem struct {
 	subjects []string
 }
 
-func (ps *problemSet) add(subject string, texts []string) {
+func (ps *problemSet) add(category, subject, text string) {
 	if ps.index == nil {
 		ps.index = map[string]*problem{}
 	}
-	for _, text := range texts {
-		p, ok := ps.index[text]
-		if !ok {
-			p = &problem{text: text}
-			ps.index[text] = p
-			ps.list = append(ps.list, p)
-		}
-		if !slices.Contains(p.subjects, subject) {
-			p.subjects = append(p.subjects, subject)
-		}
+	p, ok := ps.index[category]
+	if !ok {
+		p = &problem{text: text}
+		ps.index[category] = p
+		ps.list = append(ps.list, p)
+	}
+	if !slices.Contains(p.subjects, subject) {
+		p.subjects = append(p.subjects, subject)
 	}
 }
 
+// joinSubjects names the subjects a problem was seen on: in full up to
+// three, else by kind.
 func joinSubjects(names []string) string {
 	if len(names) <= 3 {
 		return strings.Join(names, ", ")
 	}
-	return fmt.Sprintf("%s and %d more (%s)", strings.Join(names[:2], ", "), len(names)-2, strings.Join(names[2:], ", "))
-}
-
-// checker collects the broken promises of one subject.
-type checker struct {
-	problems []string
-	// broken holds the promises broken, by category; skip the categories
-	// not to report (those the check without a server reported already).
-	broken, skip map[string]bool
-}
-
-// broke reports a broken promise of a category, unless c skips it.
-func (c *checker) broke(category, format string, args ...any) {
-	if c.skip[category] {
-		return
+	kinds := make([]string, len(names))
+	for i, n := range names {
+		kinds[i] = n[strings.LastIndex(n, " ")+1:]
 	}
-	if c.broken == nil {
-		c.broken = map[string]bool{}
-	}
-	c.broken[category] = true
-	c.errorf(format, args...)
-}
-
-func (c *checker) errorf(format string, args ...any) {
-	c.problems = append(c.problems, fmt.Sprintf(format, args...))
-}
-
-// subject checks the contract on one subject and reports whether Do
-// changed it.
-func (c *checker) subject(ctx context.Context, b psbinding.Bindable, s Subject) bool {
-	orig := s.Object.DeepCopy()
-	origJSON, err := json.Marshal(orig.Object)
-	if err != nil {
-		c.errorf("encode subject: %v", err)
-		return false
-	}
-	before, err := s.Shape.FromUnstructured(orig)
-	if err != nil {
-		c.errorf("decode subject through shape %s: %v", s.Shape, err)
-		return false
-	}
-
-	// Undo of a subject never bound.
-	undone := before.DeepCopy()
-	b.Undo(ctx, undone)
-	if ops := c.createPatch(s.Shape, before, undone); len(ops) > 0 {
-		c.broke("unbound", "Undo of a subject Do never bound changes it, so the reconciler would patch every subject it unbinds that was never bound\npatch of Undo:\n%s",
-			formatOps(s.Shape, ops))
-	}
-
-	// Do, as a patch applied to the whole object.
-	after := before.DeepCopy()
-	b.Do(ctx, after)
-	ops := c.createPatch(s.Shape, before, after)
-	if len(ops) == 0 {
-		return false
-	}
-	c.names(before, after)
-	boundJSON, ok := c.applyPatch(s.Shape, "Do", orig.Object, origJSON, ops)
-	if !ok {
-		return true
-	}
-	bound := decodeJSON(boundJSON)
-	for _, m := range lostUnknownFields(decodeJSON(origJSON), bound) {
-		c.errorf("Do's patch lost %s (%q), a field Go's types do not know, standing for one a newer API server has: change the fields you bind in place rather than rebuilding what holds them\npatch:\n%s",
-			m.path, m.value, formatOps(s.Shape, ops))
-	}
-	reBound, err := s.Shape.FromUnstructured(&unstructured.Unstructured{Object: bound})
-	if err != nil {
-		c.errorf("decode the bound subject: %v", err)
-		return true
-	}
-	if diff := cmp.Diff(after.Spec.Template, reBound.Spec.Template, cmpopts.EquateEmpty()); diff != "" {
-		c.errorf("the patched subject's pod template is not what Do made (-Do +patched):\n%s\npatch:\n%s", diff, formatOps(s.Shape, ops))
-	}
-	if len(s.Shape.Path()) > 0 { // a Pod's metadata is its template's, compared above
-		if diff := cmp.Diff([]map[string]string{after.Labels, after.Annotations}, []map[string]string{reBound.Labels, reBound.Annotations}, cmpopts.EquateEmpty()); diff != "" {
-			c.errorf("the patched subject's labels and annotations are not what Do made (-Do +patched):\n%s", diff)
-		}
-	}
-
-	// Do again, on the bound subject as the reconciler reads it.
-	again := reBound.DeepCopy()
-	b.Do(ctx, again)
-	if ops := c.createPatch(s.Shape, reBound, again); len(ops) > 0 {
-		c.broke("idempotent", "Do is not idempotent: on the subject it bound, Do changes it again, so the reconciler patches it forever\npatch of Do again:\n%s",
-			formatOps(s.Shape, ops))
-	}
-
-	// Undo of what Do bound restores the subject.
-	unbound := reBound.DeepCopy()
-	b.Undo(ctx, unbound)
-	undoOps := c.createPatch(s.Shape, reBound, unbound)
-	restoredJSON, ok := c.applyPatch(s.Shape, "Undo", bound, boundJSON, undoOps)
-	if !ok {
-		return true
-	}
-	// An empty list where the subject had none is what Go's omitempty
-	// fields make of it on the API server: no difference.
-	if left := leftBehind(s.Shape, origJSON, restoredJSON); left != "" {
-		c.broke("restore", "Undo after Do does not restore the subject; what Do made that Undo left (a patch from before Do to after Undo):\n%s\nDo's patch:\n%s\nUndo's patch:\n%s",
-			left, formatOps(s.Shape, ops), formatOps(s.Shape, undoOps))
-	}
-	return true
-}
-
-func (c *checker) createPatch(shape duck.Shape, before, after *duck.WithPod) []jsonpatch.Operation {
-	ops, err := shape.CreatePatch(before, after)
-	if err != nil {
-		c.errorf("create patch: %v", err)
-	}
-	return ops
-}
-
-// applyPatch guards ops against obj as the reconciler does and applies
-// them to doc, obj's JSON, with the kube-apiserver's JSON patch
-// implementation. It reports a failure and returns false.
-func (c *checker) applyPatch(shape duck.Shape, what string, obj map[string]any, doc []byte, ops []jsonpatch.Operation) ([]byte, bool) {
-	if len(ops) == 0 {
-		return doc, true
-	}
-	guarded, err := duck.Guard(obj, ops)
-	if err != nil {
-		c.errorf("%s: guard the patch: %v\npatch:\n%s", what, err, formatOps(shape, ops))
-		return nil, false
-	}
-	body, err := duck.MarshalPatch(guarded)
-	if err != nil {
-		c.errorf("%s: encode the patch: %v", what, err)
-		return nil, false
-	}
-	patch, err := jsonpatchv4.DecodePatch(body)
-	if err != nil {
-		c.errorf("%s: the patch does not decode: %v\npatch: %s", what, err, body)
-		return nil, false
-	}
-	out, err := patch.Apply(doc)
-	if err != nil {
-		c.errorf("%s: the patch does not apply to the subject: %v\npatch:\n%s", what, err, formatOps(shape, guarded))
-		return nil, false
-	}
-	return out, true
-}
-
-// leftBehind returns, one operation a line, the patch from before to
-// after (JSON of one subject) with empty lists dropped as the API server
-// drops them, or "" when they agree.
-func leftBehind(shape duck.Shape, before, after []byte) string {
-	a, err := json.Marshal(withoutEmpty(decodeJSON(before)))
-	if err != nil {
-		return err.Error()
-	}
-	b, err := json.Marshal(withoutEmpty(decodeJSON(after)))
-	if err != nil {
-		return err.Error()
-	}
-	ops, err := jsonpatch.CreatePatch(a, b)
-	if err != nil {
-		return fmt.Sprintf("compare: %v", err)
-	}
-	if len(ops) == 0 {
-		return ""
-	}
-	slices.SortFunc(ops, func(x, y jsonpatch.Operation) int { return strings.Compare(x.Path, y.Path) })
-	return formatOps(shape, ops)
-}
-
-// names reports what Do added to after, beyond before, that has no name or
-// a name of the kit's.
-func (c *checker) names(before, after *duck.WithPod) {
-	had := map[string]bool{}
-	add := func(kind, name string) { had[kind+"/"+name] = true }
-	check := func(kind, name string) {
-		if had[kind+"/"+name] {
-			return
-		}
-		switch {
-		case name == "":
-			c.errorf("Do adds a %s with an empty name: is the Binding's spec filled in? Give CheckContract a Binding whose spec is as a user writes it", kind)
-		case strings.HasPrefix(name, KitNamePrefix):
-			c.errorf("Do adds a %s named %q: names beginning with %q are the kit's subjects' own, so the contract check cannot tell the two apart; name it otherwise", kind, name, KitNamePrefix)
-		}
-	}
-	eachName(&before.Spec.Template.Spec, add)
-	eachName(&after.Spec.Template.Spec, check)
+	return fmt.Sprintf("%d subjects (%s)", len(names), strings.Join(kinds, ", "))
 }
 
 // eachName calls f with every named thing of spec a Binding may add.
@@ -374,12 +359,15 @@ func eachName(spec *corev1.PodSpec, f func(kind, name string)) {
 }
 
 // withoutEmpty drops, recursively, the object members whose value is null
-// or an empty list.
+// or an empty list, and labels and annotations that are empty maps: what
+// Go's omitempty fields and the API server make of "none".
 func withoutEmpty(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, child := range v {
-			if l, ok := child.([]any); child == nil || (ok && len(l) == 0) {
+			l, isList := child.([]any)
+			m, isMap := child.(map[string]any)
+			if child == nil || (isList && len(l) == 0) || (isMap && len(m) == 0 && (k == "labels" || k == "annotations")) {
 				delete(v, k)
 				continue
 			}

@@ -3,15 +3,22 @@
 //
 //   - CheckContract checks Do and Undo alone, on a workload of every shape
 //     bindkit binds (Subjects: Deployment, StatefulSet, DaemonSet,
-//     ReplicaSet, Job, CronJob, Pod and a custom resource), through the
-//     same conversions and JSON patches the framework applies: Do is
-//     idempotent, Undo restores, Undo of an unbound subject changes
-//     nothing, and fields Go's types do not know survive; with
-//     ContractOptions.Env, also on subjects as a real kube-apiserver stores
-//     them, its defaults filled in. Each broken promise is one failure at
-//     the caller's line, with a short patch. The subjects' containers and
-//     volumes are named with KitNamePrefix, so they never share a name
-//     with the Binding's own.
+//     ReplicaSet, Job, CronJob, Pod and a custom resource), each in three
+//     more layouts (a bare pod template; a crowded one with the user's own
+//     entries named like the Binding's, a native sidecar and a third
+//     container; a bound one its owner edited), through the same
+//     conversions and JSON patches the framework applies, each call on a
+//     fresh copy of the Binding: Do is deterministic, does not panic, keeps
+//     what the workload has, mounts only volumes the pod has, reaches every
+//     container it promises (ContractOptions.Reach) and is idempotent; Undo
+//     leaves an unbound subject alone and restores a bound one; fields Go's
+//     types do not know survive. With ContractOptions.ControlPlane (or
+//     Env), also on subjects as a real kube-apiserver stores them, its
+//     defaults filled in, in a subtest skipped, saying what it skips, when
+//     the binaries are missing. Each broken promise is one failure at the
+//     caller's line, naming the call that broke it, the fields by name and
+//     the fix. The subjects' containers and volumes are named with
+//     KitNamePrefix, so they never share a name with the Binding's own.
 //   - Bindings (NewBindings) creates, edits and deletes Bindings of one
 //     kind on a control plane in one line each, and CheckValid asks the
 //     kube-apiserver whether a Binding is valid.

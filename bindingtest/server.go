@@ -1,11 +1,10 @@
 package bindingtest
 
 import (
-	"context"
+	"errors"
 	"strings"
+	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"gomodules.xyz/jsonpatch/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,8 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/duck"
-	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/envtest"
 )
 
 // serverResources are the resources of the built-in kinds among Subjects
@@ -27,93 +27,162 @@ var serverResources = map[string]string{
 	"ReplicaSet": "replicasets", "CronJob": "cronjobs",
 }
 
+// serverChecks is what the checks on the API server cover, for the message
+// of a run that skips them.
+const serverChecks = "Do and Undo on a Deployment, StatefulSet, DaemonSet, ReplicaSet and CronJob as the kube-apiserver stores them " +
+	"(its defaults filled in) and patched through it (its validation of each patch)"
+
+// serverOrSkip returns the shared control plane, started on first use.
+// Without binaries it skips t, saying what the skip leaves unchecked and
+// the fastest way to get them; under CI=true it fails t.
+func serverOrSkip(t *testing.T, shared *envtest.Shared) *envtest.Environment {
+	t.Helper()
+	env, err := shared.Start()
+	switch {
+	case err == nil:
+		return env
+	case errors.Is(err, envtest.ErrBinariesMissing) && !envtest.InCI():
+		t.Skipf("skipped (the checks without a server ran and passed): %s.\n%v", serverChecks, err)
+	default:
+		t.Fatalf("bindingtest: start the control plane for the contract's checks on the API server: %v", err)
+	}
+	return nil
+}
+
+// onServer checks the contract on the built-in subjects the reconciler
+// patches, as the kube-apiserver of env stores them, each in a namespace
+// of its own.
+func (k *contract) onServer(t *testing.T, env *envtest.Environment, subjects []Subject) {
+	t.Helper()
+	ns := env.CreateNamespace(t, "bindingtest-contract-")
+	client, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatalf("bindingtest: client of the control plane: %v", err)
+	}
+	for _, s := range subjects {
+		if _, ok := serverResources[s.Object.GetKind()]; !ok || s.Object.GroupVersionKind().Group == CustomWorkloadKind.Group {
+			continue
+		}
+		c := &subjectCheck{contract: k, s: s, where: " on the subject as the API server stores it"}
+		c.serverSubject(client, ns)
+	}
+}
+
 // serverSubject checks the contract on one built-in subject as the
-// kube-apiserver of env stores it: created for real in namespace ns (so
-// the server fills in its defaults), then bound and unbound with the JSON
-// patches the reconciler sends. It
-// reports whether Do changed the subject.
-func (c *checker) serverSubject(ctx context.Context, b psbinding.Bindable, s Subject, client dynamic.Interface, ns string) bool {
-	gvk := s.Object.GroupVersionKind()
+// kube-apiserver stores it: created for real in namespace ns (so the
+// server fills in its defaults), then bound and unbound with the JSON
+// patches the reconciler sends.
+func (c *subjectCheck) serverSubject(client dynamic.Interface, ns string) {
+	gvk := c.s.Object.GroupVersionKind()
 	gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: serverResources[gvk.Kind]}
-	obj := s.Object.DeepCopy()
+	obj := c.s.Object.DeepCopy()
 	stripForCreate(obj.Object)
 	obj.SetNamespace(ns)
 	obj.SetName("contract-" + strings.ToLower(gvk.Kind))
 	res := client.Resource(gvr).Namespace(ns)
-	stored, err := res.Create(ctx, obj, metav1.CreateOptions{})
+	stored, err := res.Create(c.ctx, obj, metav1.CreateOptions{})
 	if err != nil {
-		c.errorf("create the subject on the API server: %v", err)
-		return false
+		c.broke("server create", "create the subject on the API server: %v", err)
+		return
 	}
-	patch := func(what string, base *unstructured.Unstructured, ops []jsonpatch.Operation) (*unstructured.Unstructured, bool) {
-		if len(ops) == 0 {
-			return base, true
-		}
-		guarded, err := guardOps(base.Object, ops)
-		if err != nil {
-			c.errorf("%s: guard the patch: %v\npatch:\n%s", what, err, formatOps(s.Shape, ops))
-			return nil, false
-		}
-		out, err := res.Patch(ctx, base.GetName(), types.JSONPatchType, guarded, metav1.PatchOptions{})
-		if err != nil {
-			c.errorf("%s: the API server refuses the patch: %v\npatch:\n%s", what, err, formatOps(s.Shape, ops))
-			return nil, false
-		}
-		return out, true
-	}
-	before, err := s.Shape.FromUnstructured(stored)
+	before, err := c.s.Shape.FromUnstructured(stored)
 	if err != nil {
-		c.errorf("decode the stored subject through shape %s: %v", s.Shape, err)
-		return false
+		c.broke("server decode", "decode the stored subject through shape %s: %v", c.s.Shape, err)
+		return
 	}
-
-	undone := before.DeepCopy()
-	b.Undo(ctx, undone)
-	if ops := c.createPatch(s.Shape, before, undone); len(ops) > 0 {
-		c.broke("unbound", "on the subject as the API server stores it, Undo of a subject Do never bound changes it (the reconciler would patch every subject it unbinds):\npatch:\n%s", formatOps(s.Shape, ops))
+	if !c.undoUnbound(before) {
+		return
 	}
-
 	after := before.DeepCopy()
-	b.Do(ctx, after)
-	ops := c.createPatch(s.Shape, before, after)
-	if len(ops) == 0 {
-		return false
+	if p := c.do(after); p != nil {
+		c.panicked(p)
+		return
 	}
-	bound, ok := patch("Do", stored, ops)
+	bound, ok := c.serverPatch(res, "Do", stored, c.createPatch(before, after))
 	if !ok {
-		return true
+		return
 	}
-	reBound, err := s.Shape.FromUnstructured(bound)
+	reBound, err := c.s.Shape.FromUnstructured(bound)
 	if err != nil {
-		c.errorf("decode the bound subject: %v", err)
-		return true
+		c.broke("server decode", "decode the bound subject: %v", err)
+		return
 	}
-	again := reBound.DeepCopy()
-	b.Do(ctx, again)
-	if againOps := c.createPatch(s.Shape, reBound, again); len(againOps) > 0 {
-		if dropped := droppedDefaults(s.Shape, againOps); len(dropped) > 0 {
-			c.errorf("Do drops what the API server fills in: on the subject as the server stores it after Do's patch, Do removes %s again, so the reconciler patches it forever (change the fields you bind in place; do not delete and re-append a container, volume or env var)\npatch of Do again:\n%s",
-				strings.Join(dropped, ", "), formatOps(s.Shape, againOps))
-		} else {
-			c.broke("idempotent", "Do is not idempotent on the subject as the API server stores it: Do on the subject it bound changes it again\npatch of Do again:\n%s", formatOps(s.Shape, againOps))
-		}
-	}
-
+	c.keepsDefaults(reBound)
 	unbound := reBound.DeepCopy()
-	b.Undo(ctx, unbound)
-	restored, ok := patch("Undo", bound, c.createPatch(s.Shape, reBound, unbound))
+	if p := c.undo(unbound); p != nil {
+		c.panicked(p)
+		return
+	}
+	restored, ok := c.serverPatch(res, "Undo", bound, c.createPatch(reBound, unbound))
 	if !ok {
-		return true
+		return
 	}
-	got, err := s.Shape.FromUnstructured(restored)
+	got, err := c.s.Shape.FromUnstructured(restored)
 	if err != nil {
-		c.errorf("decode the unbound subject: %v", err)
-		return true
+		c.broke("server decode", "decode the unbound subject: %v", err)
+		return
 	}
-	if diff := cmp.Diff(before.Spec.Template, got.Spec.Template, cmpopts.EquateEmpty()); diff != "" {
-		c.broke("restore", "on the subject as the API server stores it, Undo after Do does not restore the pod template (-before Do +after Undo):\n%s", diff)
+	// The pod templates only: the server writes annotations of its own on
+	// the object when its template changes (a DaemonSet's template
+	// generation); the object's labels and annotations were checked
+	// without a server.
+	if diff := changesOf(duck.Pod(), templateOnly(before), templateOnly(got)); len(diff) > 0 {
+		c.broke("restore", "Undo breaks its promise to restore the subject Do bound%s: after Do, Undo\n%s\n"+
+			"fix: remove exactly what Do adds, found by name (or mountPath), everywhere Do adds it", c.where, undoLeft(diff))
 	}
-	return true
+}
+
+// serverPatch sends ops, guarded as the reconciler guards them, and
+// returns the object the server stored; a refusal is reported.
+func (c *subjectCheck) serverPatch(res dynamic.ResourceInterface, what string, base *unstructured.Unstructured, ops []jsonpatch.Operation) (*unstructured.Unstructured, bool) {
+	if len(ops) == 0 {
+		return base, true
+	}
+	guarded, err := guardOps(base.Object, ops)
+	if err != nil {
+		c.broke("server patch", "%s: guard the patch: %v\npatch:\n%s", what, err, formatOpsMax(c.s.Shape, ops, 6))
+		return nil, false
+	}
+	out, err := res.Patch(c.ctx, base.GetName(), types.JSONPatchType, guarded, metav1.PatchOptions{})
+	if err != nil {
+		c.broke("server patch", "%s's patch is refused by the API server%s: %v\npatch:\n%s\n"+
+			"fix: make what %s writes valid as the API server validates it (the field it names above)",
+			what, c.where, err, formatOpsMax(c.s.Shape, ops, 6), what)
+		return nil, false
+	}
+	return out, true
+}
+
+// keepsDefaults checks that Do on the subject it bound, as the server
+// stores it, changes nothing: a Do that drops a value the server fills in
+// is told so, any other change is Do not being idempotent.
+func (c *subjectCheck) keepsDefaults(reBound *duck.WithPod) {
+	again := reBound.DeepCopy()
+	if p := c.do(again); p != nil {
+		c.panicked(p)
+		return
+	}
+	ops := c.createPatch(reBound, again)
+	if len(ops) == 0 {
+		return
+	}
+	dropped := droppedDefaults(c.s.Shape, ops)
+	if len(dropped) == 0 {
+		c.broke("idempotent", "Do breaks its promise to be idempotent%s: on the subject it bound, Do changes it again:\n%s\n"+
+			"fix: look for what Do adds (by name) before adding it, and change it in place when it is there", c.where, formatOpsMax(c.s.Shape, ops, 6))
+		return
+	}
+	fix := "fix: change the fields you bind in place; do not delete and re-append a container, volume or env var"
+	if _, ok := c.b.(declarative.Declarer); ok {
+		fix = "fix: set these fields in the Spec to the values the server stores"
+	}
+	c.broke("server defaults", "Do breaks its promise to be idempotent%s: after Do's patch the server fills in %s, and Do removes it again, so the reconciler patches the subject forever\n%s\npatch of Do again:\n%s",
+		c.where, strings.Join(dropped, ", "), fix, formatOpsMax(c.s.Shape, ops, 6))
+}
+
+// templateOnly is wp's pod template alone.
+func templateOnly(wp *duck.WithPod) *duck.WithPod {
+	return &duck.WithPod{Spec: duck.WithPodSpec{Template: wp.Spec.Template}}
 }
 
 // droppedDefaults names the fields the remove and replace operations of

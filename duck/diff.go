@@ -42,6 +42,9 @@ type fieldInfo struct {
 	name   string
 	omit   bool // omitempty or omitzero: absent from JSON when empty
 	inline bool
+	// serverDefault, for a field the kube-apiserver defaults, says whether
+	// a value is its default (defaults.go).
+	serverDefault isDefault
 }
 
 type typeInfo struct {
@@ -114,6 +117,7 @@ func (t *typeTable) add(typ reflect.Type) {
 		if fi.name == "" {
 			fi.name = f.Name
 		}
+		fi.serverDefault = serverDefaults[typ][fi.name]
 		info.fields = append(info.fields, fi)
 		t.add(f.Type)
 	}
@@ -264,7 +268,8 @@ func (p *patcher) diffPresent(a, b reflect.Value) {
 }
 
 func (p *patcher) diffFields(info *typeInfo, a, b reflect.Value) {
-	for _, f := range info.fields {
+	for i := range info.fields {
+		f := &info.fields[i]
 		fa, fb := a.Field(f.index), b.Field(f.index)
 		if f.inline {
 			if fa.Kind() == reflect.Pointer {
@@ -281,6 +286,9 @@ func (p *patcher) diffFields(info *typeInfo, a, b reflect.Value) {
 			}
 			p.diffPresent(fa, fb)
 			continue
+		}
+		if defaultedUnset(f, b, fa, fb) {
+			continue // the server fills it in again: no change
 		}
 		p.push(f.name)
 		p.diffMember(fa, fb, f.omit)

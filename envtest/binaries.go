@@ -125,32 +125,29 @@ func resolveMinor(minor string) (string, error) {
 //
 //   - given dir, else $BINDKIT_BIN_DIR: that directory for the newest
 //     minor, its subdirectory v<minor> for any other;
-//   - else the minor's CacheDir.
+//   - else the first that holds them all, of the minor, of: the minor's
+//     CacheDir, $KUBEBUILDER_ASSETS, the module's bin/ (bin/v<minor>) and
+//     bin/k8s/*, setup-envtest's store (ExistingBinaryDirs), as `bindkit
+//     controlplane` looks.
 //
-// A missing binary is reported as ErrBinariesMissing, with how to build it.
+// A missing binary is reported as ErrBinariesMissing, with where it was
+// looked for and the fastest way to get it.
 func resolveBinDir(dir, minor string, names []string) (string, error) {
 	if dir == "" {
 		dir = os.Getenv(BinDirEnv)
 	}
-	build := BuildCommand
-	if minor != NewestMinor {
-		build += " -minor " + minor
+	if dir == "" {
+		found, looked := findBinDir(minor, names)
+		if found == "" {
+			return "", fmt.Errorf("%w: Kubernetes %s's %s are in none of %s; %s", ErrBinariesMissing, minor,
+				strings.Join(names, ", "), strings.Join(looked, ", "), HowToGetBinaries(minor))
+		}
+		return found, nil
 	}
-	howToBuild := fmt.Sprintf("build them with `%s` (once: about 10 minutes on 2 cores), or set %s", build, BinDirEnv)
-	switch {
-	case dir != "" && minor != NewestMinor:
+	howToBuild := fmt.Sprintf("%s is set: put Kubernetes %s's binaries there (bindkit's own repository: `make tools`)", BinDirEnv, minor)
+	if minor != NewestMinor {
 		dir = filepath.Join(dir, "v"+minor)
 		howToBuild = fmt.Sprintf("%s is set: put Kubernetes %s's binaries in %s (bindkit's own repository: `make tools`)", BinDirEnv, minor, dir)
-	case dir != "":
-		howToBuild = fmt.Sprintf("%s is set: put Kubernetes %s's binaries there (bindkit's own repository: `make tools`)", BinDirEnv, minor)
-	default:
-		release, err := ReleaseOf(minor)
-		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrBinariesMissing, err)
-		}
-		if dir, err = CacheDir(release); err != nil {
-			return "", fmt.Errorf("%w: %v; set %s", ErrBinariesMissing, err, BinDirEnv)
-		}
 	}
 	for _, name := range names {
 		path := filepath.Join(dir, name)
@@ -163,4 +160,16 @@ func resolveBinDir(dir, minor string, names []string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// HowToGetBinaries says the fastest way to get a minor's control plane
+// where Start finds it.
+func HowToGetBinaries(minor string) string {
+	cmd := BuildCommand
+	if minor != NewestMinor {
+		cmd += " -minor " + minor
+	}
+	return fmt.Sprintf("the fastest way to get them: `%s`, which takes binaries of the minor from $%s or setup-envtest's directory "+
+		"in seconds and builds only what is missing (all of it: once, about 10 minutes on 2 cores); or point %s at a directory holding them",
+		cmd, KubebuilderAssetsEnv, BinDirEnv)
 }

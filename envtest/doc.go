@@ -14,16 +14,22 @@
 // It puts the newest supported minor (-minor 1.36 for another, -minor all
 // for every one of Releases) into the user cache directory (CacheDir, e.g.
 // ~/.cache/bindkit/controlplane/kubernetes-v1.37.2-etcd-v3.7.3 on Linux):
-// binaries of that minor already on the machine, in $KUBEBUILDER_ASSETS or
-// setup-envtest's directory (controller-runtime's etcd and kube-apiserver),
-// are used after a version check and named; the rest is built from the Go
-// module proxy with progress output and an estimate of how long it takes.
-// It returns at once when the binaries are
-// there. Start looks there by default. BINDKIT_BIN_DIR points elsewhere, to
-// a directory with the newest minor's binaries and a subdirectory per older
-// minor (v1.36): bindkit's repository builds its bin/ that way with `make
-// tools`. BINDKIT_KUBE_MINOR=1.36 (or Options.KubeMinor) runs the older
-// minor, and Start fails if the kube-apiserver it finds reports another.
+// binaries of that minor already on the machine (ExistingBinaryDirs:
+// $KUBEBUILDER_ASSETS, the module's bin/, setup-envtest's directory, where
+// controller-runtime's etcd and kube-apiserver are) are used after a
+// version check and named; the rest is built from the Go module proxy with
+// progress output and an estimate of how long it takes. It returns at once
+// when the binaries are there.
+//
+// Start looks where that command does, and takes the first directory that
+// holds every binary it needs, of the minor: the CacheDir, then
+// ExistingBinaryDirs (each binary's --version checked), so binaries already
+// on the machine need no command at all. BINDKIT_BIN_DIR (or
+// Options.BinDir) names the one directory instead, with the newest minor's
+// binaries and a subdirectory per older minor (v1.36): bindkit's repository
+// builds its bin/ that way with `make tools`. BINDKIT_KUBE_MINOR=1.36 (or
+// Options.KubeMinor) runs the older minor, and Start fails if the
+// kube-apiserver it finds reports another.
 //
 // # The control plane
 //
@@ -62,11 +68,11 @@
 //
 // kwok is one binary for every minor: Start looks for it beside the
 // minor's binaries, then in BinDir itself. bindkit's `make tools` builds it
-// into bin/; elsewhere build it with
+// into bin/, and `go tool bindkit controlplane` beside the binaries it
+// puts in the cache; to build it alone into DIR, the directory of the
+// newest minor's binaries:
 //
-//	go build -o DIR/kwok sigs.k8s.io/kwok/cmd/kwok@v0.8.0
-//
-// into the directory of the newest minor's binaries.
+//	GOBIN=DIR go install sigs.k8s.io/kwok/cmd/kwok@v0.8.0
 //
 // A test package shares one control plane through Shared, started lazily by
 // the first test that asks for it and stopped at the end of TestMain:
@@ -87,6 +93,9 @@
 // once instead.
 //
 // When the binaries are missing, Env skips the test with a message that says
-// how to build them, except under CI=true, where it fails the test: an
-// integration test never passes by not running.
+// where Start looked and the fastest way to get them, except under
+// CI=true, where it fails the test: an integration test never passes by
+// not running. Shared.Start returns the error instead, for a test that
+// says in its own words what it skips (bindingtest.CheckContract's checks
+// on the API server).
 package envtest

@@ -53,18 +53,27 @@ func Main(m *testing.M, planes ...*Shared) {
 // CI=true; any other start failure fails t.
 func (s *Shared) Env(t testing.TB) *Environment {
 	t.Helper()
+	env, err := s.Start()
+	switch {
+	case err == nil:
+		return env
+	case errors.Is(err, ErrBinariesMissing) && !InCI():
+		t.Skipf("integration test needs a control plane: %v", err)
+	default:
+		t.Fatalf("start control plane: %v", err)
+	}
+	return nil
+}
+
+// Start returns the package's control plane, starting it on first use, or
+// the error that kept it from starting (wrapping ErrBinariesMissing when
+// the binaries are not there), for a caller that reports a missing control
+// plane in its own words. Every call returns what the first did.
+func (s *Shared) Start() (*Environment, error) {
 	s.once.Do(func() {
 		s.env, s.err = Start(context.Background(), s.Options)
 	})
-	switch {
-	case s.err == nil:
-		return s.env
-	case errors.Is(s.err, ErrBinariesMissing) && !InCI():
-		t.Skipf("integration test needs a control plane: %v", s.err)
-	default:
-		t.Fatalf("start control plane: %v", s.err)
-	}
-	return nil
+	return s.env, s.err
 }
 
 func (s *Shared) stop() error {

@@ -7,69 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bindkit/bindkit/envtest"
 )
-
-// kubebuilderAssetsEnv names controller-runtime's envtest variable: a
-// directory holding etcd and kube-apiserver (and kubectl).
-const kubebuilderAssetsEnv = "KUBEBUILDER_ASSETS"
-
-// existingBinaryDirs returns the directories where control-plane binaries
-// may already be on the machine, in the order they are preferred:
-// $KUBEBUILDER_ASSETS, then setup-envtest's versions, newest first.
-func existingBinaryDirs() []string {
-	var dirs []string
-	if d := os.Getenv(kubebuilderAssetsEnv); d != "" {
-		dirs = append(dirs, d)
-	}
-	if store := setupEnvtestStore(); store != "" {
-		entries, _ := os.ReadDir(store)
-		var versions []string
-		for _, e := range entries {
-			if e.IsDir() {
-				versions = append(versions, filepath.Join(store, e.Name()))
-			}
-		}
-		// Names are <version>-<os>-<arch>; a string sort is close enough to
-		// put the newest first within a minor, and minors are checked below.
-		slices.Sort(versions)
-		slices.Reverse(versions)
-		dirs = append(dirs, versions...)
-	}
-	return dirs
-}
-
-// setupEnvtestStore is where setup-envtest (controller-runtime's tool)
-// unpacks its versions, one directory each, by default.
-func setupEnvtestStore() string {
-	var base string
-	switch runtime.GOOS {
-	case "windows":
-		base = os.Getenv("LocalAppData")
-	case "darwin", "ios":
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, "Library", "Application Support", "io.kubebuilder.envtest", "k8s")
-		}
-	default:
-		base = os.Getenv("XDG_DATA_HOME")
-		if base == "" {
-			if home, err := os.UserHomeDir(); err == nil {
-				base = filepath.Join(home, ".local", "share")
-			}
-		}
-	}
-	if base == "" {
-		return ""
-	}
-	return filepath.Join(base, "kubebuilder-envtest", "k8s")
-}
 
 // adoptBinaries copies into dir each executable dir lacks that one of
 // candidates holds in release's minor (etcd: any 3.5 or later), and says
@@ -82,12 +25,12 @@ func adoptBinaries(ctx context.Context, r envtest.Release, dir string, candidate
 			if !isExecutable(path) {
 				continue
 			}
-			version, err := binaryVersion(ctx, path)
+			version, err := envtest.BinaryVersion(ctx, path)
 			if err != nil {
 				fmt.Fprintf(stdout, "not using %s: %v\n", path, err)
 				continue
 			}
-			if !fits(name, version, r.Minor) {
+			if !envtest.Fits(name, version, r.Minor) {
 				fmt.Fprintf(stdout, "not using %s: version %s does not fit Kubernetes %s\n", path, version, r.Minor)
 				continue
 			}
@@ -99,40 +42,6 @@ func adoptBinaries(ctx context.Context, r envtest.Release, dir string, candidate
 		}
 	}
 	return nil
-}
-
-// versionPattern finds the version a control-plane binary prints for
-// --version: "Kubernetes v1.37.2", "etcd Version: 3.6.8".
-var versionPattern = regexp.MustCompile(`(?:Kubernetes v|etcd Version: )([0-9]+\.[0-9]+\.[0-9]+)`)
-
-// binaryVersion runs path --version and returns the version it reports.
-func binaryVersion(ctx context.Context, path string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("%s --version: %w", path, err)
-	}
-	m := versionPattern.FindSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("%s --version printed no version: %q", path, strings.TrimSpace(string(out)))
-	}
-	return string(m[1]), nil
-}
-
-// fits says whether a binary's version serves a control plane of minor:
-// Kubernetes binaries of that minor (any patch), etcd 3.5 or later.
-func fits(name, version, minor string) bool {
-	parts := strings.SplitN(version, ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	if name == "etcd" {
-		major, _ := strconv.Atoi(parts[0])
-		minorN, _ := strconv.Atoi(parts[1])
-		return major == 3 && minorN >= 5
-	}
-	return parts[0]+"."+parts[1] == minor
 }
 
 // copyExecutable links src as dst, or where it cannot (another file

@@ -84,14 +84,14 @@ Flags:`)
 		}
 		if missing := missingBinaries(dir); len(missing) == 0 {
 			fmt.Fprintf(stdout, "Kubernetes %s and etcd %s are in %s\n", r.Kubernetes, r.Etcd, dir)
-		} else if err := adoptBinaries(ctx, r, dir, existingBinaryDirs(), stdout); err != nil {
+		} else if err := adoptBinaries(ctx, r, dir, envtest.ExistingBinaryDirs(), stdout); err != nil {
 			return fmt.Errorf("Kubernetes %s: %w", r.Kubernetes, err)
 		} else if missing := missingBinaries(dir); len(missing) == 0 {
 			fmt.Fprintf(stdout, "Kubernetes %s: nothing to build; the binaries are in %s\n", r.Minor, dir)
 		} else if err := buildControlPlane(ctx, r, dir, missing, stdout); err != nil {
 			return fmt.Errorf("building Kubernetes %s into %s: %w", r.Kubernetes, dir, err)
 		}
-		if err := adoptKwok(ctx, dir, existingBinaryDirs(), stdout); err != nil {
+		if err := adoptKwok(ctx, dir, envtest.ExistingBinaryDirs(), stdout); err != nil {
 			return err
 		}
 		if err := buildKwok(ctx, dir, stdout); err != nil {

@@ -87,7 +87,7 @@ func fakeCache(t *testing.T, releases ...envtest.Release) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("HOME", t.TempDir())
-	t.Setenv(kubebuilderAssetsEnv, "")
+	t.Setenv(envtest.KubebuilderAssetsEnv, "")
 	for _, r := range releases {
 		dir, err := envtest.CacheDir(r)
 		if err != nil {
@@ -142,7 +142,7 @@ func TestControlPlaneUsesKubebuilderAssets(t *testing.T) {
 		t.Skipf("no built binaries in %s=%q (make tools)", envtest.BinDirEnv, assets)
 	}
 	fakeCache(t)
-	t.Setenv(kubebuilderAssetsEnv, assets)
+	t.Setenv(envtest.KubebuilderAssetsEnv, assets)
 	var stdout, stderr bytes.Buffer
 	if err := run(t.Context(), []string{"controlplane"}, &stdout, &stderr); err != nil {
 		t.Fatalf("bindkit controlplane: %v\n%s", err, stderr.Bytes())

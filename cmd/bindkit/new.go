@@ -110,14 +110,22 @@ func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 Creates a Binding module in a new directory: the kind's Go type with Do and
 Undo to fill in (apis/v1alpha1), its generated deep copies and CRD, its wiring
 (one wiring.New call) and main, config/ to deploy it with least-privilege
-RBAC and a kustomize base, a contract test (bindingtest.CheckContract, also
-on workloads as the kube-apiserver stores them) and a test against a real
-kube-apiserver (envtest, bindingtest.Run). Every test passes as generated
-and binds with Example in the type file; the tests need the control plane,
-built once with
-"go tool bindkit controlplane". bindkit is a tool of the module, so
+RBAC and a kustomize base, a contract test (bindingtest.CheckContract:
+without a server, then on workloads as the kube-apiserver stores them) and
+a test against a real kube-apiserver (envtest, bindingtest.Run). Every test
+passes as generated and binds with Example in the type file. Without a
+control plane the contract's checks that need none still run, and the rest
+is skipped, saying what (go test -v); "go tool bindkit controlplane" gets
+the binaries once, in seconds from $KUBEBUILDER_ASSETS or setup-envtest's
+directory, else by building them. bindkit is a tool of the module, so
 "go tool bindkit generate" regenerates the code and CRD after you change
 the types.
+
+To build against a bindkit checkout (unreleased, a fork, a branch),
+scaffold from it, the new module beside it:
+  cd path/to/bindkit
+  go run ./cmd/bindkit new -module example.com/envbinding -kind EnvBinding \
+      -dir ../envbinding -replace .
 
 Flags:`)
 		flags.PrintDefaults()
@@ -150,7 +158,8 @@ next:
   cd %s
   edit apis/v1alpha1/types.go: the spec's fields, their values in Example, Do and Undo
   go tool bindkit generate        # deep copies and config/%s
-  go tool bindkit controlplane    # once: etcd and kube-apiserver for the tests
+  go test ./...                   # the contract's checks without a server run; -v shows what is skipped
+  go tool bindkit controlplane    # once: etcd and kube-apiserver for the rest (seconds with $KUBEBUILDER_ASSETS)
   go test ./...
 `, *dir, data.CRDFile)
 	return nil
