@@ -1,8 +1,10 @@
 package psbinding
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +32,83 @@ func SubjectEventHandler(t tracker.Interface, onError func(error)) cache.Resourc
 		},
 		DeleteFunc: changed,
 	}
+}
+
+// SubjectEventOptions configure NewSubjectEventHandler. Every field but
+// OnError is required.
+type SubjectEventOptions struct {
+	// Tracker finds the Bindings that track a subject.
+	Tracker tracker.Interface
+	// Notify is told of each Binding a status-only update concerns: the
+	// tracker's own callback (enqueue the Binding).
+	Notify func(tracker.Observer)
+	// RollingOut reports whether the Binding an observer stands for has a
+	// rollout in progress (BaseReconciler.RollingOut).
+	RollingOut func(tracker.Observer) bool
+	// OnError, if set, hears of objects the tracker cannot read.
+	OnError func(error)
+}
+
+// NewSubjectEventHandler is SubjectEventHandler for a reconciler that
+// reads a subject's status only while a rollout of one of its Bindings is
+// in progress: an update that changes nothing else a reconcile reads (a
+// new resourceVersion with the same UID, generation, labels, annotations
+// and deletion timestamp, as a workload controller's status write makes)
+// notifies only the Bindings tracking the subject that opts.RollingOut
+// reports, and for the others costs one tracker lookup. Every other event
+// is passed on as SubjectEventHandler passes it, a resync (the same
+// resourceVersion) included. It fails, naming the field, when a required
+// field is unset.
+func NewSubjectEventHandler(opts SubjectEventOptions) (cache.ResourceEventHandler, error) {
+	var missing []string
+	for name, ok := range map[string]bool{"Tracker": opts.Tracker != nil, "Notify": opts.Notify != nil, "RollingOut": opts.RollingOut != nil} {
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("psbinding: SubjectEventOptions needs %s", strings.Join(missing, ", "))
+	}
+	all := SubjectEventHandler(opts.Tracker, opts.OnError)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { all.OnAdd(obj, false) },
+		UpdateFunc: func(oldObj, newObj any) {
+			if !statusOnly(oldObj, newObj) {
+				all.OnUpdate(oldObj, newObj)
+				return
+			}
+			observers, err := opts.Tracker.GetObservers(newObj)
+			if err != nil {
+				if opts.OnError != nil {
+					opts.OnError(err)
+				}
+				return
+			}
+			for _, o := range observers {
+				if opts.RollingOut(o) {
+					opts.Notify(o)
+				}
+			}
+		},
+		DeleteFunc: all.OnDelete,
+	}, nil
+}
+
+// statusOnly reports whether an update of a subject changes nothing a
+// reconcile reads but the subject's status: a new resourceVersion, and
+// the same UID, generation, labels, annotations and deletion timestamp.
+// In the slim subject cache the annotations are the records only, so a
+// change of any other annotation counts as status-only there; elsewhere
+// it does not.
+func statusOnly(oldObj, newObj any) bool {
+	o, err1 := meta.Accessor(oldObj)
+	n, err2 := meta.Accessor(newObj)
+	return err1 == nil && err2 == nil &&
+		o.GetResourceVersion() != n.GetResourceVersion() &&
+		o.GetUID() == n.GetUID() && o.GetGeneration() == n.GetGeneration() &&
+		equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 }
 
 // BindingEventHandler calls enqueue for every Binding added or deleted, and

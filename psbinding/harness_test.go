@@ -161,14 +161,20 @@ func (h *harness) start(t *testing.T) {
 	counted := rest.CopyConfig(env.Config)
 	counted.Wrap(h.requests.wrap)
 	var reconcilerImpl *controller.Impl
-	trk := tracker.New(func(o tracker.Observer) { reconcilerImpl.EnqueueNamespacedName(o.NamespacedName) }, time.Hour)
-	factory := &duck.EnqueueInformerFactory{
-		Delegate:     &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.MetadataInformerFactory{Client: metadata.NewForConfigOrDie(counted), Mapper: mapper}},
-		EventHandler: SubjectEventHandler(trk, func(err error) { t.Errorf("tracker: %v", err) }),
-	}
+	enqueue := func(o tracker.Observer) { reconcilerImpl.EnqueueNamespacedName(o.NamespacedName) }
+	trk := tracker.New(enqueue, time.Hour)
 	r := &BaseReconciler{
-		GVR: envBindingsGVR, Get: get, DynamicClient: dynamic.NewForConfigOrDie(counted), Factory: factory, Mapper: mapper, Tracker: trk,
+		GVR: envBindingsGVR, Get: get, DynamicClient: dynamic.NewForConfigOrDie(counted), Mapper: mapper, Tracker: trk,
 		Recorder: controller.NewEventRecorder(ctx, h.kube, nil, "envbindings"),
+	}
+	handler, err := NewSubjectEventHandler(SubjectEventOptions{Tracker: trk, Notify: enqueue, RollingOut: r.RollingOut,
+		OnError: func(err error) { t.Errorf("tracker: %v", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Factory = &duck.EnqueueInformerFactory{
+		Delegate:     &duck.CachedInformerFactory{Stop: stop, Delegate: &duck.MetadataInformerFactory{Client: metadata.NewForConfigOrDie(counted), Mapper: mapper}},
+		EventHandler: handler,
 	}
 	reconcilerImpl = controller.NewImpl(r, logger, "envbindings")
 	h.reconciler = reconcilerImpl

@@ -23,7 +23,8 @@ import (
 //   - Tracker, which enqueues a Binding when a subject it names changes;
 //   - Factory, the process's shared subject cache (the slim metadata
 //     informers of injection.DuckInformerFactory), with a handler that
-//     reports every subject event to the tracker;
+//     reports every subject event to the tracker but status-only updates,
+//     which reach only the Bindings rolling out (psbinding.NewSubjectEventHandler);
 //   - ExcludedNamespaces: ExcludedNamespaces(ctx), so both paths agree on
 //     where Bindings never act;
 //   - PromoteFunc, so a new leader enqueues every Binding listAll lists;
@@ -47,19 +48,23 @@ func NewReconcilerImpl(ctx context.Context, name string, r *psbinding.BaseReconc
 		r.Recorder = controller.NewEventRecorder(ctx, injection.KubeClient(ctx), nil, name)
 	}
 	impl := controller.NewImpl(r, logger, name)
+	enqueue := func(o tracker.Observer) { impl.EnqueueNamespacedName(o.NamespacedName) }
 	if r.Tracker == nil {
-		r.Tracker = tracker.New(func(o tracker.Observer) { impl.EnqueueNamespacedName(o.NamespacedName) }, psbinding.DefaultTrackerLease)
+		r.Tracker = tracker.New(enqueue, psbinding.DefaultTrackerLease)
 	}
 	if r.Factory == nil {
 		// The process's shared subject cache, with this kind's handler on
 		// each informer it uses (once per resource, however often Get is
-		// called), so a subject's change reconciles the Bindings tracking it.
-		r.Factory = &duck.EnqueueInformerFactory{
-			Delegate: injection.DuckInformerFactory(ctx),
-			EventHandler: psbinding.SubjectEventHandler(r.Tracker, func(err error) {
-				logger.Warn("subject event the tracker cannot read", zap.Error(err))
-			}),
+		// called), so a subject's change reconciles the Bindings tracking
+		// it; a status-only change reconciles only those rolling out.
+		handler, err := psbinding.NewSubjectEventHandler(psbinding.SubjectEventOptions{
+			Tracker: r.Tracker, Notify: enqueue, RollingOut: r.RollingOut,
+			OnError: func(err error) { logger.Warn("subject event the tracker cannot read", zap.Error(err)) },
+		})
+		if err != nil {
+			panic(err) // every field is set above
 		}
+		r.Factory = &duck.EnqueueInformerFactory{Delegate: injection.DuckInformerFactory(ctx), EventHandler: handler}
 	}
 	if r.ExcludedNamespaces == nil {
 		r.ExcludedNamespaces = ExcludedNamespaces(ctx)
