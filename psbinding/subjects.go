@@ -66,7 +66,12 @@ func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error
 		return err
 	}
 
-	current, refErr := r.resolveSubject(b)
+	// Undone, the subjects are those of the generation the undo restores.
+	target, undone, undoErr := undoTarget(b)
+	if undoErr != nil {
+		target = b
+	}
+	current, refErr := r.resolveSubject(target)
 	kinds, err := r.recordKinds(ctx, b, current)
 	if err != nil {
 		return err // a conflict on the Binding itself: requeued quietly
@@ -100,7 +105,14 @@ func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error
 			fmt.Sprintf("%s cannot change its pod template in place; it is bound when created", current.gvr.GroupResource()))
 		return nil
 	}
-	if err := r.reconcileSubjects(ctx, mctx, b, current); err != nil {
+	if undoErr != nil {
+		return report(undoErr)
+	}
+	err = r.reconcileSubjects(ctx, mctx, target, undone, current)
+	if undone != nil {
+		copyReport(target, b)
+	}
+	if err != nil {
 		return report(err)
 	}
 	status.MarkBindingAvailable()
@@ -231,12 +243,19 @@ type work struct {
 	// paces. rollback keeps, with it, how to take it back.
 	paced    *duck.Change
 	rollback bool
+	// undo, set while the Binding is undone (RolloutUndoAnnotation), is
+	// the Binding at the generation undone, for a subject that carries a
+	// generation other than the one restored: its Undo runs before the
+	// restored generation's Do (for an unbinding, instead of its Undo).
+	undo Bindable
 }
 
 // reconcileSubjects tracks s, then binds the selected subjects that do not
 // record b at its generation and unbinds those that record b but are no
-// longer selected.
-func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable, s *subject) error {
+// longer selected. While an undo restores b's generation, undone is the
+// Binding at the generation undone (undoTarget), whose Undo runs first on
+// a subject that carries another generation than b's.
+func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b, undone Bindable, s *subject) error {
 	observer, err := r.observer(b)
 	if err != nil {
 		return err
@@ -263,13 +282,17 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 			changed = append(changed, changedSubject{name: m.GetName(), change: c})
 		}
 		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
+		w := work{name: m.GetName(), bind: isSelected}
+		if undone != nil && recorded && gen != b.GetGeneration() {
+			w.undo = undone
+		}
 		switch {
 		case isSelected && (!recorded || gen != b.GetGeneration()):
-			todo = append(todo, work{name: m.GetName(), bind: true})
+			todo = append(todo, w)
 		case isSelected:
 			inForce++
 		case recorded:
-			todo = append(todo, work{name: m.GetName(), bind: false})
+			todo = append(todo, w)
 		}
 	}
 	if s.ref.Name != "" {
@@ -317,10 +340,15 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 		err = fmt.Errorf("%s: %w", describe(b), err)
 		return unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
 	}
+	ctl := controls{}
+	ctl.paused, _, _ = controlsOf(b)
+	if undone != nil {
+		ctl.undoneFrom = undone.GetGeneration()
+	}
 	var pacing error
 	switch {
 	case policy.Enabled():
-		if todo, pacing = r.pace(ctx, b, s, policy, todo, changed, inForce, len(selected)); todo == nil && pacing != nil {
+		if todo, pacing = r.pace(ctx, mctx, b, s, policy, todo, changed, inForce, len(selected), ctl); todo == nil && pacing != nil {
 			if _, ok := pacing.(*rollingOut); !ok {
 				return pacing
 			}
@@ -333,8 +361,9 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 				message: fmt.Sprintf("generation %d: waiting %v for edits to settle", b.GetGeneration(), wait.Round(time.Millisecond))}
 		}
 	}
-	if rec, ok := b.GetBindingStatus().(duck.RolloutRecorder); ok && !policy.Enabled() {
-		rec.SetRollout(nil) // no policy, no rollout to report
+	if !policy.Enabled() {
+		clearRollout(b) // no policy, no rollout to report
+		r.observeState(ctx, b, "")
 	}
 	patched, err := r.patchSubjects(ctx, mctx, b, s, todo)
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, inForce+patched)
@@ -464,6 +493,7 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 	}
 	r.generations.forget(b.GetUID())
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, 0)
+	r.observeState(ctx, b, "")
 	return nil
 }
 
@@ -513,7 +543,7 @@ func (r *BaseReconciler) paceUnbinding(ctx, mctx context.Context, b Bindable, s 
 	}
 	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
 	slices.SortFunc(changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
-	wave, pacing := r.pace(ctx, b, s, policy, todo, changed, unbound, total)
+	wave, pacing := r.pace(ctx, mctx, b, s, policy, todo, changed, unbound, total, controls{})
 	if wave == nil {
 		return pacing // done (nil), or waiting, or halted
 	}
