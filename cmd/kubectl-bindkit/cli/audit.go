@@ -39,6 +39,9 @@ func runAudit(ctx context.Context, o *options, args []string) error {
 	if len(args) > 0 {
 		return usageError(o, "audit takes no arguments, got %q", args)
 	}
+	if err := o.connect(); err != nil {
+		return err
+	}
 	ns := o.cluster.namespace
 	if o.allNamespaces {
 		ns = ""

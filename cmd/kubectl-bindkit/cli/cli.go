@@ -148,7 +148,7 @@ type options struct {
 	fix bool
 
 	stdout, stderr io.Writer
-	cluster        *cluster // set once the flags are parsed
+	cluster        *cluster // set by connect
 }
 
 // parseAndRun parses c's flags (anywhere among its arguments, as kubectl
@@ -184,12 +184,21 @@ func (c command) parseAndRun(ctx context.Context, args []string, stdout, stderr 
 		fmt.Fprintf(stderr, "error: --output %q: want table, json or yaml\n", o.output)
 		return errUsage
 	}
+	return c.run(ctx, o, positional)
+}
+
+// connect loads the kubeconfig into o.cluster, once the command line is
+// known to be right.
+func (o *options) connect() error {
+	if o.cluster != nil {
+		return nil
+	}
 	cl, err := newCluster(o)
 	if err != nil {
 		return err
 	}
 	o.cluster = cl
-	return c.run(ctx, o, positional)
+	return nil
 }
 
 // printFlags lists fs's flags as kubectl does: "-n, --namespace", a

@@ -55,6 +55,9 @@ func runPlan(ctx context.Context, o *options, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := o.connect(); err != nil {
+		return err
+	}
 	b, err := o.cluster.get(ctx, typ, name)
 	if err != nil {
 		return err

@@ -61,6 +61,12 @@ func runRollout(ctx context.Context, o *options, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !slices.Contains([]string{"status", "pause", "resume", "undo"}, verb) {
+		return usageError(o, "rollout: unknown verb %q: want status, pause, resume or undo", verb)
+	}
+	if err := o.connect(); err != nil {
+		return err
+	}
 	b, err := o.cluster.get(ctx, typ, name)
 	if err != nil {
 		return err

@@ -77,6 +77,9 @@ func runWhy(ctx context.Context, o *options, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := o.connect(); err != nil {
+		return err
+	}
 	w, err := o.cluster.get(ctx, typ, name)
 	if err != nil {
 		return err
