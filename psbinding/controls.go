@@ -94,8 +94,10 @@ func (r *BaseReconciler) reportControls(ctx context.Context, b Bindable, prev, n
 	}
 	wasPaused := prev != nil && prev.Paused
 	switch {
+	case now.Paused && !wasPaused && now.Wave == 0:
+		event(ControlPause, ReasonRolloutPaused, fmt.Sprintf("rollout of generation %d paused before its first wave: no subject changes until %s is removed", now.Generation, RolloutPausedAnnotation))
 	case now.Paused && !wasPaused:
-		event(ControlPause, ReasonRolloutPaused, fmt.Sprintf("rollout of generation %d paused at wave %d: no further wave starts until %s is removed", now.Generation, now.Wave, RolloutPausedAnnotation))
+		event(ControlPause, ReasonRolloutPaused, fmt.Sprintf("rollout of generation %d paused after wave %d: no further wave starts until %s is removed", now.Generation, now.Wave, RolloutPausedAnnotation))
 	case !now.Paused && wasPaused:
 		event(ControlResume, ReasonRolloutResumed, fmt.Sprintf("rollout of generation %d resumed", now.Generation))
 	}

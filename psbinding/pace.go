@@ -139,8 +139,10 @@ type controls struct {
 	// paused: RolloutPausedAnnotation holds the Binding.
 	paused bool
 	// undoneFrom, when set, is the generation an undo takes back: the
-	// rollout restores the Binding's (undoTarget).
-	undoneFrom int64
+	// rollout restores the Binding's (undoTarget); restoredWave is the
+	// last wave its subjects record of the generation restored.
+	undoneFrom   int64
+	restoredWave int
 }
 
 // pace applies policy to one reconcile of b's subjects: it reads live the
@@ -163,7 +165,7 @@ func (r *BaseReconciler) pace(ctx, mctx context.Context, b Bindable, s *subject,
 		prev = mine // this process's last word is newer than the cached status
 	}
 	in := rolloutInput{generation: b.GetGeneration(), policy: policy, prev: prev, todo: todo, total: total, inForce: inForce, now: now,
-		quietWait: r.generations.quietFor(b, policy.Quiet, now, true), paused: ctl.paused, undoneFrom: ctl.undoneFrom}
+		quietWait: r.generations.quietFor(b, policy.Quiet, now, true), paused: ctl.paused, undoneFrom: ctl.undoneFrom, restoredWave: ctl.restoredWave}
 	for _, c := range changed {
 		if !changeInFlight(prev, c.name, c.change) {
 			continue
@@ -225,6 +227,9 @@ func (r *BaseReconciler) applyRollBack(ctx context.Context, b Bindable, s *subje
 // later undo; an undo's end is reported (RolloutUndone), not Ready.
 func (r *BaseReconciler) completed(ctx context.Context, b Bindable, prev, ro *duck.RolloutStatus) error {
 	if ro.UndoneFrom == 0 {
+		if b.GetDeletionTimestamp() != nil {
+			return nil // an unbinding in waves: nothing to undo to
+		}
 		return r.recordHistory(ctx, b)
 	}
 	msg := fmt.Sprintf("generation %d undone: every subject carries generation %d, the last that rolled out completely; edit the Binding, or remove %s to roll generation %d out again",

@@ -45,7 +45,7 @@ func (r *BaseReconciler) updatePlan(ctx, mctx context.Context, b Bindable, s *su
 	if old := rec.GetPlan(); old == nil || old.Generation != plan.Generation || old.UndoneFrom != plan.UndoneFrom {
 		controlObserverOf(r.observerIn(ctx)).RolloutControl(r.GVR.GroupResource(), ControlPlan)
 		if r.Recorder != nil {
-			r.Recorder.Event(b, corev1.EventTypeNormal, ReasonRolloutPaused, planSummary(plan))
+			r.Recorder.Event(b, corev1.EventTypeNormal, ReasonRolloutPlanned, planSummary(plan))
 		}
 	}
 	rec.SetPlan(plan)

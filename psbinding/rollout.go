@@ -80,6 +80,9 @@ const (
 	// ReasonRolloutResumed is the reason of the event of a resumed
 	// rollout.
 	ReasonRolloutResumed = "RolloutResumed"
+	// ReasonRolloutPlanned is the reason of the event of a paused
+	// Binding's plan, published for a new generation.
+	ReasonRolloutPlanned = "RolloutPlanned"
 	// ReasonUndoingRollout: the subjects are being brought back, wave by
 	// wave, to the last generation that rolled out completely.
 	ReasonUndoingRollout = "UndoingRollout"

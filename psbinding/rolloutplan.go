@@ -48,8 +48,11 @@ type rolloutInput struct {
 	// paused: no wave starts (RolloutPausedAnnotation).
 	paused bool
 	// undoneFrom, when set, is the Binding's generation being undone:
-	// generation is the one the undo restores.
-	undoneFrom int64
+	// generation is the one the undo restores, whose subjects record
+	// waves up to restoredWave from its own rollout; the undo's waves
+	// are numbered after them.
+	undoneFrom   int64
+	restoredWave int
 }
 
 // changedSubject is a subject with a paced change of the Binding in
@@ -109,6 +112,11 @@ func decideOnce(in rolloutInput) rolloutPlan {
 	ro := &duck.RolloutStatus{Generation: in.generation, Total: in.total, Paused: in.paused, UndoneFrom: in.undoneFrom}
 	if p := in.prev; p != nil && p.Generation == in.generation {
 		ro.Wave, ro.Halted, ro.Reasons = p.Wave, slices.Clone(p.Halted), slices.Clone(p.Reasons)
+	}
+	if in.undoneFrom > 0 {
+		// The restored generation's own waves are done: they are not the
+		// undo's, whose waves come after them.
+		ro.Wave = max(ro.Wave, in.restoredWave)
 	}
 	var failed []duck.SubjectReason
 	stillAtGeneration := 0

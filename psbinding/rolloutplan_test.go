@@ -160,12 +160,13 @@ func TestDecideRollout(t *testing.T) {
 			Reasons: []duck.SubjectReason{{Name: "a", Reason: "not rolled out within 1m0s"}}, Waiting: []string{"c"}},
 			halted: true, reason: ReasonRolloutHalted, message: "rollout of generation 3 halted at wave 1: a: not rolled out within 1m0s"},
 	}, {
-		name: "an undo rolls the restored generation out in waves, and says so",
-		in:   rolloutInput{generation: 2, undoneFrom: 4, policy: policy, total: 3, inForce: 1, todo: binds("b", "c"), prev: &duck.RolloutStatus{Generation: 4, Wave: 3, Halted: []string{"b"}}},
-		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 2, UndoneFrom: 4, Total: 3, Updated: 1, Wave: 1, Changing: changing(2, 0, "b", "c")}, reason: ReasonUndoingRollout, retry: rolloutRecheck,
-			message: "undoing generation 4, restoring generation 2: 1 of 3 subjects updated, 2 changing, 0 to go, wave 1"},
+		name: "an undo rolls the restored generation out in waves after its own, and says so",
+		in: rolloutInput{generation: 2, undoneFrom: 4, restoredWave: 7, policy: policy, total: 3, inForce: 1, todo: binds("b", "c"),
+			prev: &duck.RolloutStatus{Generation: 4, Wave: 3, Halted: []string{"b"}}},
+		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 2, UndoneFrom: 4, Total: 3, Updated: 1, Wave: 8, Changing: changing(2, 0, "b", "c")}, reason: ReasonUndoingRollout, retry: rolloutRecheck,
+			message: "undoing generation 4, restoring generation 2: 1 of 3 subjects updated, 2 changing, 0 to go, wave 8"},
 		wave:     []string{"b", "c"},
-		wantWave: 1,
+		wantWave: 8,
 	}, {
 		name: "a paused undo names what it undoes",
 		in:   rolloutInput{generation: 2, undoneFrom: 4, policy: policy, total: 3, inForce: 1, todo: binds("b", "c"), paused: true},

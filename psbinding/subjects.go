@@ -273,6 +273,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b, undone 
 	var todo []work
 	var changed []changedSubject // subjects whose records hold a paced change of b
 	inForce := 0                 // selected subjects that record b at its generation already
+	restoredWave := 0            // for an undo: the last wave of the generation it restores
 	consider := func(obj any, isSelected bool) {
 		m, err := meta.Accessor(obj)
 		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
@@ -280,6 +281,9 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b, undone 
 		}
 		if c, ok := duck.ChangesOf(m.GetAnnotations()).Lookup(by); ok {
 			changed = append(changed, changedSubject{name: m.GetName(), change: c})
+			if undone != nil && c.Generation == b.GetGeneration() {
+				restoredWave = max(restoredWave, c.Wave)
+			}
 		}
 		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
 		w := work{name: m.GetName(), bind: isSelected}
@@ -335,15 +339,16 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b, undone 
 	}
 	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
 	slices.SortFunc(changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
-	policy, err := r.rolloutPolicy(b)
+	// The policy and the controls are the Binding's own, undone or not.
+	ctl, self := controls{}, b
+	if undone != nil {
+		ctl.undoneFrom, ctl.restoredWave, self = undone.GetGeneration(), restoredWave, undone
+	}
+	ctl.paused, _, _ = controlsOf(self)
+	policy, err := r.rolloutPolicy(self)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", describe(b), err)
 		return unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
-	}
-	ctl := controls{}
-	ctl.paused, _, _ = controlsOf(b)
-	if undone != nil {
-		ctl.undoneFrom = undone.GetGeneration()
 	}
 	var pacing error
 	switch {

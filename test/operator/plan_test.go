@@ -90,7 +90,8 @@ func TestHeldBindingPlansWhatResumingApplies(t *testing.T) {
 	out, code = kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns)
 	wantCode(t, "rollout status", code, cli.ExitPaused)
 	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: rollout paused: rollout of generation 1 paused before its first wave: 100 of 100 subjects to change")
-	wantEvents(t, kube, ns, psbinding.ReasonRolloutPaused, "generation 1 planned: 100 subjects to bind, 0 to unbind, 0 unchanged, in 4 waves")
+	wantEvents(t, kube, ns, psbinding.ReasonRolloutPaused, "rollout of generation 1 paused before its first wave")
+	wantEvents(t, kube, ns, psbinding.ReasonRolloutPlanned, "generation 1 planned: 100 subjects to bind, 0 to unbind, 0 unchanged, in 4 waves")
 	wantMetric(t, ctrl.MetricsAddress, `bindkit_rollouts{resource="sinkbindings.bindings.bindkit.dev",state="paused"} 1`)
 
 	out, code = kubectl(t, env, "rollout", "resume", "sinkbinding/sink", "-n", ns)
