@@ -15,6 +15,7 @@ import (
 	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/cmd/kubectl-bindkit/cli"
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/psbinding"
 )
 
@@ -221,5 +222,65 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 	out, code = kubectl(t, env, "why", "deployment/nosuch", "-n", ns)
 	wantCode(t, "why of a missing workload", code, cli.ExitError)
 	_ = out
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
+}
+
+// TestHaltedRolloutIsUndone rolls a SinkBinding out over 6 running
+// Deployments, then edits it to add a forwarder sidecar that never becomes
+// Ready: the rollout halts on its first wave (kubectl bindkit rollout
+// status exits 5 and says why), and kubectl bindkit rollout undo brings
+// every Deployment back to its template of the first generation, the
+// halted wave's included.
+func TestHaltedRolloutIsUndone(t *testing.T) {
+	env := controlPlane.Env(t)
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ns := env.CreateNamespace(t, "halt-")
+	createDeployments(t, kube, ns, nil, names("app", 6)...)
+	startController(t, env)
+	b := sinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/v1",
+		map[string]any{psbinding.RolloutMaxChangingAnnotation: "2", psbinding.RolloutDeadlineAnnotation: "15s"})
+	if _, err := dyn.Resource(sinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, code := kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "3m")
+	wantCode(t, "rollout status", code, cli.ExitOK)
+	complete := map[string]corev1.PodTemplateSpec{}
+	for name, d := range deployments(t, kube, ns) {
+		complete[name] = d.Spec.Template
+	}
+
+	patch := fmt.Sprintf(`{"spec":{"forwarderImage":%q}}`, envtest.FailingImage)
+	if _, err := dyn.Resource(sinkBindings).Namespace(ns).Patch(ctx, "sink", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, code := kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "3m")
+	wantCode(t, "rollout status", code, cli.ExitHalted)
+	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: rollout halted: rollout of generation 2 halted at wave 1: app-000: ")
+	out, code = kubectl(t, env, "why", "deployment/app-000", "-n", ns)
+	wantCode(t, "why", code, cli.ExitOK)
+	wantLines(t, "why", out, "sinkbinding.bindings.bindkit.dev/sink 2 2 halted RolloutHalted",
+		"adds: env K_SINK=https://sink.example.com/v1; container sink-forwarder ("+envtest.FailingImage+")",
+		"changed to generation 2 by wave 1 at ")
+
+	out, code = kubectl(t, env, "rollout", "undo", "sinkbinding/sink", "-n", ns)
+	wantCode(t, "rollout undo", code, cli.ExitOK)
+	wantLines(t, "rollout undo", out, "generation 2 undone, its subjects brought back to generation 1")
+	_, code = kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "3m")
+	wantCode(t, "rollout status", code, cli.ExitOK)
+	for name, d := range deployments(t, kube, ns) {
+		if diff := cmp.Diff(complete[name], d.Spec.Template); diff != "" {
+			t.Errorf("Deployment %s after the undo differs from its template at the last complete generation (-then +now):\n%s", name, diff)
+		}
+	}
+	poll(t, 2*time.Minute, "every Deployment to roll its undone template out", func() string {
+		for name, d := range deployments(t, kube, ns) {
+			if !rolledOut(t, d) {
+				return name + " not rolled out"
+			}
+		}
+		return ""
+	})
 	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
