@@ -84,6 +84,10 @@ type Status struct {
 	// subjects, when a rollout policy paces it (psbinding.RolloutPolicy).
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// Plan is what resuming the Binding would do to its subjects, while
+	// it is paused (psbinding.RolloutPausedAnnotation).
+	// +optional
+	Plan *PlanStatus `json:"plan,omitempty"`
 }
 
 // RolloutStatus is how far a Binding's generation has reached its
@@ -123,6 +127,16 @@ type RolloutStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	Waiting []string `json:"waiting,omitempty"`
+	// Paused: the rollout is paused (psbinding.RolloutPausedAnnotation):
+	// no wave starts, the waves in flight are watched to their end, and
+	// admission gives a subject that does not carry Generation nothing.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// UndoneFrom, when set, is the Binding's generation being undone: the
+	// rollout restores Generation, the last generation that rolled out
+	// completely before it (psbinding.RolloutUndoAnnotation).
+	// +optional
+	UndoneFrom int64 `json:"undoneFrom,omitempty"`
 }
 
 // MaxWaiting bounds RolloutStatus.Waiting.
@@ -241,6 +255,7 @@ func (s *Status) DeepCopyInto(out *Status) {
 		}
 	}
 	out.Rollout = s.Rollout.DeepCopy()
+	out.Plan = s.Plan.DeepCopy()
 }
 
 // DeepCopy returns a copy of r that shares no memory with it, or nil for

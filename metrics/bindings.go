@@ -62,6 +62,40 @@ func (o controllerObserver) RolloutRolledBack(binding schema.GroupResource, n in
 	o.m.rolloutEvents.WithLabelValues(binding.String(), eventRollback).Add(float64(n))
 }
 
+// RolloutControl implements psbinding.RolloutControlObserver: an
+// operator's control, counted as a rollout event.
+func (o controllerObserver) RolloutControl(binding schema.GroupResource, control string) {
+	o.m.rolloutEvents.WithLabelValues(binding.String(), control).Inc()
+}
+
+// RolloutState implements psbinding.RolloutControlObserver. The gauge of
+// a resource and state counts the Bindings whose last reported state it
+// is; each Binding's state is kept here, never as a label, and one that
+// reports "" is forgotten.
+func (o controllerObserver) RolloutState(binding schema.GroupResource, key types.NamespacedName, state string) {
+	m := o.m
+	m.boundMu.Lock()
+	defer m.boundMu.Unlock()
+	perBinding := m.states[binding]
+	old := perBinding[key]
+	if old == state {
+		return
+	}
+	if old != "" {
+		m.rollouts.WithLabelValues(binding.String(), old).Dec()
+	}
+	if state == "" {
+		delete(perBinding, key)
+		return
+	}
+	if perBinding == nil {
+		perBinding = map[types.NamespacedName]string{}
+		m.states[binding] = perBinding
+	}
+	perBinding[key] = state
+	m.rollouts.WithLabelValues(binding.String(), state).Inc()
+}
+
 // WebhookScoped implements psbinding.AdmissionObserver: the namespaces the
 // selector names, and a count of each time it falls back to every
 // namespace.

@@ -51,6 +51,7 @@ const (
 	subjectConflicts         = "bindkit_subject_patch_conflicts_total"
 	subjectsBound            = "bindkit_subjects_bound"
 	rolloutEvents            = "bindkit_rollout_events_total"
+	rollouts                 = "bindkit_rollouts"
 	selectorNamespaces       = "bindkit_webhook_selector_namespaces"
 	selectorFallbacks        = "bindkit_webhook_selector_fallbacks_total"
 	certificateExpiry        = "bindkit_certificate_expiry_timestamp_seconds"
@@ -74,6 +75,7 @@ const (
 	labelController          = "controller"
 	labelAction              = "action"
 	labelEvent               = "event"
+	labelState               = "state"
 	labelCertificate         = "certificate"
 	labelVerb                = "verb"
 	labelCode                = "code"
@@ -106,7 +108,9 @@ var families = []Family{
 	{Name: subjectConflicts, Type: Counter, Labels: []string{labelResource},
 		Help: "Subject patches refused because the subject changed since it was read (each is read again and retried), by Binding resource."},
 	{Name: rolloutEvents, Type: Counter, Labels: []string{labelResource, labelEvent},
-		Help: "Rollouts paced by a rollout policy, by Binding resource and event: wave (a wave of subjects started), halt (a rollout halted on a subject that did not roll out in time), rollback (a subject of a halted wave rolled back)."},
+		Help: "Rollouts paced by a rollout policy, by Binding resource and event: wave (a wave of subjects started), halt (a rollout halted on a subject that did not roll out in time), rollback (a subject of a halted wave rolled back), and an operator's controls: pause, resume, undo (an undo started), plan (a paused Binding's plan published for a new generation)."},
+	{Name: rollouts, Type: Gauge, Labels: []string{labelResource, labelState},
+		Help: "Bindings paced by a rollout, by Binding resource and the state of their rollout (rolling-out, paused, halted, undoing, undone, complete), as this replica last reconciled them (the leader's is current)."},
 	{Name: subjectsBound, Type: Gauge, Labels: []string{labelResource},
 		Help: "Subjects bound by the Bindings of a resource, as this replica last reconciled them (the leader's is current)."},
 	{Name: selectorNamespaces, Type: Gauge, Labels: []string{labelConfiguration},

@@ -31,6 +31,9 @@ type Metrics struct {
 	subjectConflicts *prometheus.CounterVec
 	subjectsBound    *prometheus.GaugeVec
 	rolloutEvents    *prometheus.CounterVec
+	rollouts         *prometheus.GaugeVec
+	// states is each Binding's last rollout state, under boundMu.
+	states map[schema.GroupResource]map[types.NamespacedName]string
 	// selectorNamespaces and selectorFallbacks count how webhooks are
 	// scoped; fellBack is each configuration's last state, under boundMu.
 	selectorNamespaces *prometheus.GaugeVec
@@ -76,6 +79,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		subjectConflicts:   newCounterVec(subjectConflicts),
 		subjectsBound:      newGaugeVec(subjectsBound),
 		rolloutEvents:      newCounterVec(rolloutEvents),
+		rollouts:           newGaugeVec(rollouts),
+		states:             map[schema.GroupResource]map[types.NamespacedName]string{},
 		selectorNamespaces: newGaugeVec(selectorNamespaces),
 		selectorFallbacks:  newCounterVec(selectorFallbacks),
 		fellBack:           map[string]bool{},
@@ -94,7 +99,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.admissionRequests, m.admissionDuration, m.admissionPatch,
 		m.reconciles, m.reconcileDuration,
 		m.queueDepth, m.queueAdds, m.queueLatency, m.queueWork, m.queueUnfinished, m.queueLongest, m.queueRetries,
-		m.subjectPatches, m.subjectConflicts, m.subjectsBound, m.rolloutEvents,
+		m.subjectPatches, m.subjectConflicts, m.subjectsBound, m.rolloutEvents, m.rollouts,
 		m.selectorNamespaces, m.selectorFallbacks,
 		m.certificateExpiry, m.certificateRotations,
 		m.clientLatency, m.clientRateLimiter, m.clientResults,

@@ -156,6 +156,9 @@ func exercise(t *testing.T, m *Metrics) {
 	ro.RolloutWave(gr)
 	ro.RolloutHalted(gr)
 	ro.RolloutRolledBack(gr, 3)
+	co := m.Controllers().(psbinding.RolloutControlObserver)
+	co.RolloutControl(gr, psbinding.ControlPause)
+	co.RolloutState(gr, types.NamespacedName{Namespace: "ns", Name: "b"}, psbinding.StatePaused)
 }
 
 // The fallback of a webhook's namespaceSelector is counted once per

@@ -133,10 +133,12 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 //   - the object is not held from that generation (HeldAnnotation), and,
 //     under a rollout policy, the object either records the Binding at
 //     that generation, or records nothing of it while the Binding's
-//     rollout of that generation is complete (a subject the rollout has
-//     not reached waits for its wave, a halted generation reaches no new
-//     subject; bare Pods and Jobs, which no rollout can reach later, are
-//     not held back but by a hold).
+//     rollout of that generation is complete and not paused or undone by
+//     an operator (RolloutPausedAnnotation, RolloutUndoAnnotation, which
+//     put a Binding under a rollout even without a policy): a subject the
+//     rollout has not reached waits for its wave, a halted, paused or
+//     planned generation reaches no new subject; bare Pods and Jobs,
+//     which no rollout can reach later, are not held back but by a hold.
 //
 // The mutation merges the published Spec into the pod spec with an apply
 // configuration (env entries and volume mounts into every container the
@@ -291,15 +293,21 @@ func (opts MutatingPolicyOptions) matchConditions(p celPaths) []admissionregistr
 // Pod or a Job.
 func (opts MutatingPolicyOptions) rolloutReaches(p celPaths) string {
 	ro := p.rollout
-	rolling := "(has(params.metadata.annotations) && '" + RolloutMaxChangingAnnotation + "' in params.metadata.annotations ? " +
-		"!(params.metadata.annotations['" + RolloutMaxChangingAnnotation + "'].trim() in ['0', 'off']) : " + strconv.FormatBool(opts.RolloutByDefault) + ")"
+	annotation := func(key string) string {
+		return "has(params.metadata.annotations) && '" + key + "' in params.metadata.annotations && params.metadata.annotations['" + key + "'].trim()"
+	}
+	// Paused, or its generation undone: an operator holds the Binding.
+	held := "((" + annotation(RolloutPausedAnnotation) + " == 'true') || (has(params.metadata.generation) && " +
+		annotation(RolloutUndoAnnotation) + " == string(params.metadata.generation)))"
+	rolling := "(" + held + " || (has(params.metadata.annotations) && '" + RolloutMaxChangingAnnotation + "' in params.metadata.annotations ? " +
+		"!(params.metadata.annotations['" + RolloutMaxChangingAnnotation + "'].trim() in ['0', 'off']) : " + strconv.FormatBool(opts.RolloutByDefault) + "))"
 	mine := annotationList(BoundAnnotation) + ".filter(e, e.startsWith(" + p.key + ") || e.startsWith(" + p.legacyKey + "))"
 	complete := "has(params.status) && has(" + ro + ") && has(" + ro + ".generation) && " + ro + ".generation == " + p.declaredGeneration + " && " +
 		"(!has(" + ro + ".changing) || size(" + ro + ".changing) == 0) && (!has(" + ro + ".halted) || size(" + ro + ".halted) == 0) && " +
 		"has(" + ro + ".updated) && has(" + ro + ".total) && " + ro + ".updated >= " + ro + ".total"
 	admissionOnly := "(request.resource.group == '' && request.resource.resource == 'pods') || (request.resource.group == 'batch' && request.resource.resource == 'jobs')"
 	return "!has(" + p.declaredGeneration + ") || !" + rolling + " || " + admissionOnly + " || " +
-		"(size(" + mine + ") > 0 ? " + mine + ".all(e, e == " + p.entry + " || e == " + p.legacyKey + " + string(" + p.declaredGeneration + ")) : " + complete + ")"
+		"(size(" + mine + ") > 0 ? " + mine + ".all(e, e == " + p.entry + " || e == " + p.legacyKey + " + string(" + p.declaredGeneration + ")) : !" + held + " && " + complete + ")"
 }
 
 // variables are what the mutation reads, evaluated only for a Binding
@@ -358,9 +366,12 @@ func (opts MutatingPolicyOptions) mutation(celPaths) (admissionregistrationv1.Mu
 }
 
 // The rollout annotations the policy reads (psbinding's, repeated):
-// RolloutMaxChangingAnnotation on a Binding, HeldAnnotation on a subject.
+// RolloutMaxChangingAnnotation, RolloutPausedAnnotation and
+// RolloutUndoAnnotation on a Binding, HeldAnnotation on a subject.
 const (
 	RolloutMaxChangingAnnotation = "rollout.bindings.bindkit.dev/max-changing"
+	RolloutPausedAnnotation      = "rollout.bindings.bindkit.dev/paused"
+	RolloutUndoAnnotation        = "rollout.bindings.bindkit.dev/undo"
 	HeldAnnotation               = "bindings.bindkit.dev/held"
 )
 

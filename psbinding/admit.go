@@ -208,7 +208,11 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 //   - under a rollout policy, the subject does not carry b and b's
 //     rollout of its generation is not complete (in progress, or halted):
 //     a wave binds it; a halted generation reaches no new subject;
-//   - b is being deleted under a policy that paces deletion.
+//   - b is being deleted under a policy that paces deletion;
+//   - b is paused (RolloutPausedAnnotation), or its generation undone
+//     (RolloutUndoAnnotation), and the subject does not carry b's
+//     generation: a paused generation, a plan among them, reaches no new
+//     subject, and an undone one none at all.
 //
 // A subject of a kind bound at admission only (bare Pods, Jobs) is never
 // held back but by a hold: no rollout can reach it later.
@@ -229,6 +233,9 @@ func (a *admitter) holdsBack(b Bindable, by duck.BoundBy, gk schema.GroupKind, s
 	}
 	if gen, recorded := duck.BoundGeneration(subject.Annotations, by); recorded {
 		return gen != b.GetGeneration()
+	}
+	if paused, undo, _ := controlsOf(b); paused || undo {
+		return true
 	}
 	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
 	return !ok || !rec.GetRollout().Complete(b.GetGeneration())

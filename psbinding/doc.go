@@ -54,6 +54,17 @@
 //     policy says so and holds it there (HeldAnnotation), and records its
 //     progress in the status (duck.RolloutStatus). Without one, every
 //     subject is patched at once.
+//   - An operator's controls. RolloutPausedAnnotation pauses a rollout
+//     after the wave in flight; a Binding created or edited paused
+//     changes no subject, admission gives it to no subject that lacks it,
+//     and its status publishes the plan, what resuming would do (the
+//     waves, and each subject's change computed with the kind's own
+//     binding step; duck.PlanStatus). RolloutUndoAnnotation brings the
+//     subjects back, in waves, to the newest generation whose rollout
+//     completed (RolloutHistoryAnnotation records its spec). Each state
+//     has a Ready reason (ReasonRolloutPaused, ReasonUndoingRollout,
+//     ReasonRolloutUndone, ReasonUndoUnavailable), events, and metrics
+//     (RolloutControlObserver). kubectl-bindkit sets and reads them.
 //
 // Settings holds what both paths of a kind must agree on (WithContext,
 // Shapes, SelectorMode, FieldManager, ExcludedNamespaces, Rollout); BaseReconciler

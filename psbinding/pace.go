@@ -50,6 +50,33 @@ type seenGeneration struct {
 	// yet, and a stale one would bring back subjects rolled back since,
 	// or forget a halt.
 	rollout *duck.RolloutStatus
+	// plan is the plan this process last computed for the paused
+	// Binding, and planKey what it was computed from (planKey).
+	plan    *duck.PlanStatus
+	planKey uint64
+}
+
+// planOf returns the plan of b this process computed from key, nil if
+// none.
+func (g *generations) planOf(b Bindable, key uint64) *duck.PlanStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.seen[b.GetUID()]; s.plan != nil && s.planKey == key {
+		return s.plan.DeepCopy()
+	}
+	return nil
+}
+
+// setPlan records the plan of b this process computed from key.
+func (g *generations) setPlan(b Bindable, key uint64, p *duck.PlanStatus) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen == nil {
+		g.seen = map[types.UID]seenGeneration{}
+	}
+	s := g.seen[b.GetUID()]
+	s.plan, s.planKey = p.DeepCopy(), key
+	g.seen[b.GetUID()] = s
 }
 
 // rolloutOf returns the rollout of b this process last computed, nil if
@@ -94,7 +121,7 @@ func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time, p
 	}
 	s, ok := g.seen[b.GetUID()]
 	if !ok || s.generation != b.GetGeneration() {
-		next := seenGeneration{generation: b.GetGeneration(), at: now, readyAt: now.Add(quiet), rollout: s.rollout}
+		next := seenGeneration{generation: b.GetGeneration(), at: now, readyAt: now.Add(quiet), rollout: s.rollout, plan: s.plan, planKey: s.planKey}
 		switch {
 		case !ok && (b.GetGeneration() == 1 || !paced):
 			next.readyAt = now // a new Binding, or one this process knows nothing of
@@ -107,13 +134,25 @@ func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time, p
 	return max(0, s.readyAt.Sub(now))
 }
 
+// controls are an operator's controls of one reconcile's rollout.
+type controls struct {
+	// paused: RolloutPausedAnnotation holds the Binding.
+	paused bool
+	// undoneFrom, when set, is the generation an undo takes back: the
+	// rollout restores the Binding's (undoTarget); restoredWave is the
+	// last wave its subjects record of the generation restored.
+	undoneFrom   int64
+	restoredWave int
+}
+
 // pace applies policy to one reconcile of b's subjects: it reads live the
 // subjects whose records hold a change of b still in flight (changed,
 // filtered by changeInFlight against the last report), decides (decideRollout),
-// rolls back what a halt rolls back, and returns the part of todo to patch
-// now (the next wave, each marked with its change) or a *rollingOut to
-// report. seen is what the reconcile's survey found.
-func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, policy RolloutPolicy, seen surveyed) ([]work, error) {
+// rolls back what a halt rolls back, publishes the plan of a paused
+// rollout, and returns the part of todo to patch now (the next wave, each
+// marked with its change) or a *rollingOut to report. seen is what the
+// reconcile's survey found.
+func (r *BaseReconciler) pace(ctx, mctx context.Context, b Bindable, s *subject, policy RolloutPolicy, seen surveyed, ctl controls) ([]work, error) {
 	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
 	if !ok {
 		err := fmt.Errorf("%s: a rollout policy needs a status that records a rollout (embed duck.Status)", describe(b))
@@ -125,7 +164,7 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 		prev = mine // this process's last word is newer than the cached status
 	}
 	in := rolloutInput{generation: b.GetGeneration(), policy: policy, prev: prev, todo: seen.todo, held: seen.held, total: seen.selected, inForce: seen.inForce, now: now,
-		quietWait: r.generations.quietFor(b, policy.Quiet, now, true)}
+		quietWait: r.generations.quietFor(b, policy.Quiet, now, true), paused: ctl.paused, undoneFrom: ctl.undoneFrom, restoredWave: ctl.restoredWave}
 	for _, c := range seen.changed {
 		if !changeInFlight(prev, c.name, c.change) {
 			continue
@@ -137,6 +176,34 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 		in.changed = append(in.changed, c)
 	}
 	plan := decideRollout(in)
+	r.applyRollBack(ctx, b, s, policy, &plan)
+	observer := rolloutObserverOf(r.observerIn(ctx))
+	if plan.halted {
+		observer.RolloutHalted(r.GVR.GroupResource())
+		if r.Recorder != nil {
+			r.Recorder.Event(b, corev1.EventTypeWarning, ReasonRolloutHalted, plan.message)
+		}
+	}
+	r.reportControls(ctx, b, prev, plan.status)
+	rec.SetRollout(plan.status)
+	r.generations.setRollout(b, plan.status)
+	if err := r.updatePlan(ctx, mctx, b, s, in); err != nil {
+		return nil, err
+	}
+	r.observeState(ctx, b, stateOf(plan))
+	if plan.done {
+		return nil, r.completed(ctx, b, prev, plan.status)
+	}
+	if len(plan.wave) > 0 {
+		observer.RolloutWave(r.GVR.GroupResource())
+	}
+	return plan.wave, &rollingOut{reason: plan.reason, message: plan.message, retry: plan.retry}
+}
+
+// applyRollBack rolls back the subjects plan names, drops those rolled
+// back from its changing subjects, and completes a halt's message with
+// the rollbacks that failed.
+func (r *BaseReconciler) applyRollBack(ctx context.Context, b Bindable, s *subject, policy RolloutPolicy, plan *rolloutPlan) {
 	var failures []string
 	rolledBack := 0
 	for _, name := range plan.rollBack {
@@ -150,25 +217,26 @@ func (r *BaseReconciler) pace(ctx context.Context, b Bindable, s *subject, polic
 	if plan.reason == ReasonRolloutHalted {
 		plan.message = strings.Join(append([]string{haltMessage(policy, plan.status)}, failures...), "; ")
 	}
-	observer := rolloutObserverOf(r.observerIn(ctx))
 	if rolledBack > 0 {
-		observer.RolloutRolledBack(r.GVR.GroupResource(), rolledBack)
+		rolloutObserverOf(r.observerIn(ctx)).RolloutRolledBack(r.GVR.GroupResource(), rolledBack)
 	}
-	if plan.halted {
-		observer.RolloutHalted(r.GVR.GroupResource())
-		if r.Recorder != nil {
-			r.Recorder.Event(b, corev1.EventTypeWarning, ReasonRolloutHalted, plan.message)
+}
+
+// completed is the end of a rollout: the generation is recorded for a
+// later undo; an undo's end is reported (RolloutUndone), not Ready.
+func (r *BaseReconciler) completed(ctx context.Context, b Bindable, prev, ro *duck.RolloutStatus) error {
+	if ro.UndoneFrom == 0 {
+		if b.GetDeletionTimestamp() != nil {
+			return nil // an unbinding in waves: nothing to undo to
 		}
+		return r.recordHistory(ctx, b)
 	}
-	rec.SetRollout(plan.status)
-	r.generations.setRollout(b, plan.status)
-	if plan.done {
-		return nil, nil
+	msg := fmt.Sprintf("generation %d undone: every subject carries generation %d, the last that rolled out completely; edit the Binding, or remove %s to roll generation %d out again",
+		ro.UndoneFrom, ro.Generation, RolloutUndoAnnotation, ro.UndoneFrom)
+	if r.Recorder != nil && (prev == nil || prev.UndoneFrom != ro.UndoneFrom || !prev.Complete(ro.Generation)) {
+		r.Recorder.Event(b, corev1.EventTypeNormal, ReasonRolloutUndone, msg)
 	}
-	if len(plan.wave) > 0 {
-		observer.RolloutWave(r.GVR.GroupResource())
-	}
-	return plan.wave, &rollingOut{reason: plan.reason, message: plan.message, retry: plan.retry}
+	return &rollingOut{reason: ReasonRolloutUndone, message: msg}
 }
 
 // rolloutState reads subject name in full and says whether its rollout is

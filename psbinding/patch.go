@@ -135,20 +135,21 @@ func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []wor
 	if err != nil {
 		return todo
 	}
-	pending := make(map[string]bool, len(todo))
+	pending := make(map[string]work, len(todo))
 	for _, w := range todo {
 		if w.bind {
-			pending[w.name] = true
+			pending[w.name] = w
 		}
 	}
 	for page := range r.listPages(ctx, s, sel.String()) {
 		for i := range page.Items {
 			u := &page.Items[i]
-			if !pending[u.GetName()] {
+			w, ok := pending[u.GetName()]
+			if !ok {
 				continue
 			}
 			delete(pending, u.GetName())
-			patch(work{name: u.GetName(), bind: true}, u)
+			patch(w, u) // the work as it is: its paced change and rollback too
 		}
 		if len(pending) == 0 {
 			break
@@ -156,7 +157,7 @@ func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []wor
 	}
 	var rest []work
 	for _, w := range todo {
-		if !w.bind || pending[w.name] {
+		if _, ok := pending[w.name]; !w.bind || ok {
 			rest = append(rest, w)
 		}
 	}
@@ -317,12 +318,13 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return readError(name, s, err)
 		}
-		app := application{b: b, ctx: mctx, bind: w.bind, by: by, record: true}
+		apps := applications(mctx, b, by, w, true)
+		app := apps[len(apps)-1]
 		after, ops := before, []jsonpatch.JsonPatchOperation(nil)
 		if _, recorded := duck.BoundGeneration(before.Annotations, by); w.bind || recorded {
 			// An unbinding of a subject that does not carry b (only b's
 			// hold or rollout records) removes the records, runs no Undo.
-			after, ops, err = bindingStep(s.shape, before, app)
+			after, ops, err = bindingStep(s.shape, before, apps...)
 		}
 		if _, ok := errors.AsType[*PanicError](err); ok {
 			return nameSubject(err, subjectName)
@@ -380,6 +382,22 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		wait = min(2*wait, maxPatchWait)
 	}
+}
+
+// applications are what w does to a subject that records b as by: b's
+// Do (or Undo), and, when w undoes another generation of b (w.undo), that
+// generation's Undo first (or, for an unbinding, instead). record says
+// whether the binding step records the outcome in the bound record.
+func applications(mctx context.Context, b Bindable, by duck.BoundBy, w work, record bool) []application {
+	app := application{b: b, ctx: mctx, bind: w.bind, by: by, record: record}
+	switch {
+	case w.undo == nil:
+		return []application{app}
+	case w.bind:
+		return []application{{b: w.undo, ctx: mctx, by: by}, app}
+	}
+	app.b = w.undo
+	return []application{app}
 }
 
 // sendPatch sends a subject's JSON patch, through MetadataClient when set:

@@ -259,6 +259,7 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		// Deleted after it was queued: its finalizer saw to its subjects.
 		r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: namespace, Name: name}, 0)
+		controlObserverOf(r.observerIn(ctx)).RolloutState(r.GVR.GroupResource(), types.NamespacedName{Namespace: namespace, Name: name}, "")
 		return nil
 	}
 	if err != nil {

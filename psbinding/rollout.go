@@ -30,6 +30,27 @@ const (
 	RolloutPaceDeletionAnnotation = "rollout.bindings.bindkit.dev/pace-deletion"
 )
 
+// The annotations through which an operator steers a Binding's rollout
+// (kubectl bindkit rollout pause|resume|undo sets them). Either one
+// paces the Binding under its policy, or, without one, in one wave of
+// every subject.
+const (
+	// RolloutPausedAnnotation, "true", pauses the Binding's rollout: no
+	// wave starts (one in flight is watched to its end, and may halt),
+	// admission gives a subject that does not carry the Binding's
+	// generation nothing of it, and the status publishes the plan, what
+	// resuming would do (duck.PlanStatus). A Binding created or edited
+	// paused changes no subject until it is resumed: removed, or "false".
+	RolloutPausedAnnotation = "rollout.bindings.bindkit.dev/paused"
+	// RolloutUndoAnnotation, set to the Binding's generation, undoes that
+	// generation: its subjects are brought back, in waves under the
+	// policy, to the newest earlier generation whose rollout completed
+	// (RolloutHistoryAnnotation): the undone generation's Undo, then the
+	// restored one's Do. It holds while the Binding is at that generation;
+	// an edit (a new generation) rolls out as usual.
+	RolloutUndoAnnotation = "rollout.bindings.bindkit.dev/undo"
+)
+
 // The records the reconciler keeps on subjects under a rollout policy
 // (see package duck): each paced change (RolloutAnnotation), how to take
 // it back (RollbackAnnotation), and the holds a halted rollout leaves
@@ -52,6 +73,26 @@ const (
 	ReasonRolloutHalted = "RolloutHalted"
 	// ReasonRolloutPolicyInvalid: a rollout annotation cannot be read.
 	ReasonRolloutPolicyInvalid = "RolloutPolicyInvalid"
+	// ReasonRolloutPaused: the rollout is paused (RolloutPausedAnnotation);
+	// the message says how far it went, and status.plan what resuming
+	// does.
+	ReasonRolloutPaused = "RolloutPaused"
+	// ReasonRolloutResumed is the reason of the event of a resumed
+	// rollout.
+	ReasonRolloutResumed = "RolloutResumed"
+	// ReasonRolloutPlanned is the reason of the event of a paused
+	// Binding's plan, published for a new generation.
+	ReasonRolloutPlanned = "RolloutPlanned"
+	// ReasonUndoingRollout: the subjects are being brought back, wave by
+	// wave, to the last generation that rolled out completely.
+	ReasonUndoingRollout = "UndoingRollout"
+	// ReasonRolloutUndone: every subject carries the generation the undo
+	// restored; the Binding's own generation reaches none until it is
+	// edited or the undo is taken back.
+	ReasonRolloutUndone = "RolloutUndone"
+	// ReasonUndoUnavailable: an undo was asked for, but no earlier
+	// generation's complete rollout is recorded; nothing is changed.
+	ReasonUndoUnavailable = "UndoUnavailable"
 )
 
 // Defaults of a RolloutPolicy.
@@ -168,6 +209,13 @@ func (s *Settings) rolloutPolicy(b Bindable) (RolloutPolicy, error) {
 		}
 		*flag.field = on
 	}
+	paused, undo, err := controlsOf(b)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if (paused || undo) && !p.Enabled() {
+		p.MaxChanging = intstr.FromString("100%") // one wave of every subject
+	}
 	if err := p.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -178,4 +226,31 @@ func (s *Settings) rolloutPolicy(b Bindable) (RolloutPolicy, error) {
 		p.Quiet = DefaultRolloutQuiet
 	}
 	return p, errors.Join(errs...)
+}
+
+// controlsOf reads an operator's controls of b's rollout: whether it is
+// paused (RolloutPausedAnnotation "true"), and whether its generation is
+// being undone (RolloutUndoAnnotation naming it). A value it cannot read
+// is an error naming the annotation, and counts as not set, as the
+// admission policy reads it.
+func controlsOf(b Bindable) (paused, undo bool, _ error) {
+	ann := b.GetAnnotations()
+	var errs []error
+	if v, ok := ann[RolloutPausedAnnotation]; ok {
+		switch strings.TrimSpace(v) {
+		case "true":
+			paused = true
+		case "false", "":
+		default:
+			errs = append(errs, fmt.Errorf("annotation %s %q: want true or false", RolloutPausedAnnotation, v))
+		}
+	}
+	if v, ok := ann[RolloutUndoAnnotation]; ok {
+		v = strings.TrimSpace(v)
+		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+			errs = append(errs, fmt.Errorf("annotation %s %q: want the generation to undo", RolloutUndoAnnotation, v))
+		}
+		undo = v == strconv.FormatInt(b.GetGeneration(), 10)
+	}
+	return paused, undo, errors.Join(errs...)
 }

@@ -40,6 +40,18 @@ func TestRolloutPolicyFromAnnotations(t *testing.T) {
 		{name: "bad deadline", annotations: map[string]string{RolloutDeadlineAnnotation: "-1m"}, wantErr: `annotation rollout.bindings.bindkit.dev/deadline "-1m"`},
 		{name: "bad rollback", annotations: map[string]string{RolloutRollbackAnnotation: "yes please"}, wantErr: `annotation rollout.bindings.bindkit.dev/rollback "yes please"`},
 		{name: "bad percentage", annotations: map[string]string{RolloutMaxChangingAnnotation: "x%"}, wantErr: `MaxChanging "x%"`},
+		{name: "paused without a policy: one wave of every subject", annotations: map[string]string{RolloutPausedAnnotation: "true"}, enabled: true, max100: 100,
+			want: RolloutPolicy{MaxChanging: intstr.FromString("100%"), Deadline: DefaultRolloutDeadline, Quiet: DefaultRolloutQuiet}},
+		{name: "paused under a policy keeps it", def: def, annotations: map[string]string{RolloutPausedAnnotation: " true "}, enabled: true, max100: 25,
+			want: RolloutPolicy{MaxChanging: intstr.FromString("25%"), Deadline: time.Minute, Quiet: DefaultRolloutQuiet}},
+		{name: "paused, with off", annotations: map[string]string{RolloutPausedAnnotation: "true", RolloutMaxChangingAnnotation: "off"}, enabled: true, max100: 100,
+			want: RolloutPolicy{MaxChanging: intstr.FromString("100%"), Deadline: DefaultRolloutDeadline, Quiet: DefaultRolloutQuiet}},
+		{name: "not paused", annotations: map[string]string{RolloutPausedAnnotation: "false"}, want: RolloutPolicy{Deadline: DefaultRolloutDeadline, Quiet: DefaultRolloutQuiet}},
+		{name: "an undo of this generation", annotations: map[string]string{RolloutUndoAnnotation: "0"}, enabled: true, max100: 100,
+			want: RolloutPolicy{MaxChanging: intstr.FromString("100%"), Deadline: DefaultRolloutDeadline, Quiet: DefaultRolloutQuiet}},
+		{name: "an undo of another generation", annotations: map[string]string{RolloutUndoAnnotation: "4"}, want: RolloutPolicy{Deadline: DefaultRolloutDeadline, Quiet: DefaultRolloutQuiet}},
+		{name: "bad pause", annotations: map[string]string{RolloutPausedAnnotation: "yes"}, wantErr: `annotation rollout.bindings.bindkit.dev/paused "yes": want true or false`},
+		{name: "bad undo", annotations: map[string]string{RolloutUndoAnnotation: "last"}, wantErr: `annotation rollout.bindings.bindkit.dev/undo "last": want the generation to undo`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &envBinding{}
@@ -138,12 +150,29 @@ func TestAdmissionDuringRollout(t *testing.T) {
 		{"held at this generation, a bare Pod", paced, complete, pod, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env@u1:3"}, true},
 		{"held at an earlier generation", nil, nil, deployment, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env@u1:2"}, false},
 		{"a predecessor held", nil, nil, deployment, map[string]string{HeldAnnotation: "envbindings.test.bindkit.dev/env@u0:3"}, false},
+		{"new subject, paused, no policy", nil, nil, deployment, map[string]string{"paused": "true"}, true},
+		{"new subject, paused, rollout complete", paced, complete, deployment, map[string]string{"paused": "true"}, true},
+		{"at an earlier generation, paused, no policy", nil, nil, deployment, map[string]string{"paused": "true", duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u1:2"}, true},
+		{"at the generation, paused", nil, nil, deployment, map[string]string{"paused": "true", duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u1:3"}, false},
+		{"new bare Pod, paused", nil, nil, pod, map[string]string{"paused": "true"}, false},
+		{"new subject, undone, rollout complete", paced, complete, deployment, map[string]string{"undo": "3"}, true},
+		{"at the restored generation, undone", nil, nil, deployment, map[string]string{"undo": "3", duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u1:1"}, true},
+		{"new subject, an undo of another generation", nil, nil, deployment, map[string]string{"undo": "2"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &envBinding{}
 			b.SetGeneration(3)
 			b.SetUID("u1")
 			b.Status.Rollout = tc.rollout
+			// The Binding's controls, given here with the subject's annotations.
+			controls := map[string]string{}
+			if v, ok := tc.annotations["paused"]; ok {
+				controls[RolloutPausedAnnotation] = v
+			}
+			if v, ok := tc.annotations["undo"]; ok {
+				controls[RolloutUndoAnnotation] = v
+			}
+			b.SetAnnotations(controls)
 			a := &admitter{rollout: tc.policy}
 			subject := &duck.WithPod{}
 			subject.Annotations = tc.annotations

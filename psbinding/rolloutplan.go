@@ -3,6 +3,7 @@ package psbinding
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,14 @@ type rolloutInput struct {
 	// quietWait is how much longer the generation must stay unchanged
 	// before it is rolled out (RolloutPolicy.Quiet).
 	quietWait time.Duration
+	// paused: no wave starts (RolloutPausedAnnotation).
+	paused bool
+	// undoneFrom, when set, is the Binding's generation being undone:
+	// generation is the one the undo restores, whose subjects record
+	// waves up to restoredWave from its own rollout; the undo's waves
+	// are numbered after them.
+	undoneFrom   int64
+	restoredWave int
 }
 
 // changedSubject is a subject with a paced change of the Binding in
@@ -94,11 +103,24 @@ func changeInFlight(prev *duck.RolloutStatus, name string, c duck.Change) bool {
 
 // decideRollout is the rollout decision: from what in observed, the
 // status, and either a halt (with the subjects to roll back), the next
-// wave, or a wait.
+// wave, or a wait. An undo's progress is reported as such.
 func decideRollout(in rolloutInput) rolloutPlan {
-	ro := &duck.RolloutStatus{Generation: in.generation, Total: in.total}
+	p := decideOnce(in)
+	if in.undoneFrom > 0 && p.reason == ReasonRollingOut {
+		p.reason = ReasonUndoingRollout
+	}
+	return p
+}
+
+func decideOnce(in rolloutInput) rolloutPlan {
+	ro := &duck.RolloutStatus{Generation: in.generation, Total: in.total, Paused: in.paused, UndoneFrom: in.undoneFrom}
 	if p := in.prev; p != nil && p.Generation == in.generation {
 		ro.Wave, ro.Halted, ro.Reasons = p.Wave, slices.Clone(p.Halted), slices.Clone(p.Reasons)
+	}
+	if in.undoneFrom > 0 {
+		// The restored generation's own waves are done: they are not the
+		// undo's, whose waves come after them.
+		ro.Wave = max(ro.Wave, in.restoredWave)
 	}
 	var failed []duck.SubjectReason
 	stillAtGeneration := 0
@@ -134,6 +156,8 @@ func decideRollout(in rolloutInput) rolloutPlan {
 		// Halted at this generation: nothing more until the Binding
 		// changes; a rollback that failed is tried again.
 		return rolloutPlan{status: ro, rollBack: toRollBack(in.policy, ro), reason: ReasonRolloutHalted, message: haltMessage(in.policy, ro)}
+	case in.paused:
+		return pausedPlan(in, ro)
 	case in.quietWait > 0 && len(in.todo) > 0:
 		return rolloutPlan{status: ro, reason: ReasonRollingOut, retry: in.quietWait,
 			message: fmt.Sprintf("generation %d: waiting %v for edits to settle before rolling out", in.generation, in.quietWait.Round(time.Millisecond))}
@@ -250,6 +274,64 @@ func nextWave(in rolloutInput, ro *duck.RolloutStatus) rolloutPlan {
 	return rolloutPlan{status: ro, wave: wave, reason: ReasonRollingOut, retry: rolloutRecheck, message: progress(ro, len(todo)-len(wave))}
 }
 
+// pausedPlan is a paused rollout: no wave; the waves in flight are looked
+// at again until they are done, since a deadline passes without an event.
+func pausedPlan(in rolloutInput, ro *duck.RolloutStatus) rolloutPlan {
+	left := 0
+	for _, w := range in.todo {
+		if !slices.ContainsFunc(ro.Changing, func(c duck.ChangingSubject) bool { return c.Name == w.name && c.Generation == in.generation }) {
+			left++
+		}
+	}
+	what := "rollout of generation " + strconv.FormatInt(in.generation, 10)
+	if in.undoneFrom > 0 {
+		what = fmt.Sprintf("undo of generation %d (restoring %d)", in.undoneFrom, in.generation)
+	}
+	var msg string
+	if ro.Wave == 0 && len(ro.Changing) == 0 {
+		msg = fmt.Sprintf("%s paused before its first wave: %d of %d subjects to change; status.plan says how", what, left, ro.Total)
+	} else {
+		msg = fmt.Sprintf("%s paused after wave %d: %d of %d subjects updated, %d changing, %d to go", what, ro.Wave, ro.Updated, ro.Total, len(ro.Changing), left)
+	}
+	p := rolloutPlan{status: ro, reason: ReasonRolloutPaused, message: msg + "; remove " + RolloutPausedAnnotation + " to resume"}
+	if len(ro.Changing) > 0 {
+		p.retry = rolloutRecheck
+	}
+	return p
+}
+
+// planWaves are the first maxWaves waves decideRollout would take from
+// in if each wave rolled out as soon as it started and nothing else
+// changed (each its subjects' names), the number of the first, and how
+// many more would follow. What is in flight now keeps its slots for the
+// first wave; a halted rollout plans none.
+func planWaves(in rolloutInput, maxWaves int) (waves [][]string, first, more int) {
+	in.paused, in.quietWait = false, 0
+	for len(in.todo) > 0 && len(waves) < maxWaves {
+		p := decideRollout(in)
+		if len(p.wave) == 0 {
+			return waves, first, 0
+		}
+		if first == 0 {
+			first = p.status.Wave
+		}
+		names := make([]string, len(p.wave))
+		planned := make(map[string]bool, len(p.wave))
+		for i, w := range p.wave {
+			names[i], planned[w.name] = w.name, true
+		}
+		waves = append(waves, names)
+		in.todo = slices.DeleteFunc(slices.Clone(in.todo), func(w work) bool { return planned[w.name] })
+		in.inForce += len(names)
+		in.changed = nil
+		in.prev = &duck.RolloutStatus{Generation: in.generation, Wave: p.status.Wave, Total: in.total}
+	}
+	if n := in.policy.max(in.total); len(in.todo) > 0 {
+		more = (len(in.todo) + n - 1) / n
+	}
+	return waves, first, more
+}
+
 // sortedChanging sorts by name, the newest entry of a name first (a
 // subject patched again keeps its newest change).
 func sortedChanging(cs []duck.ChangingSubject) []duck.ChangingSubject {
@@ -294,6 +376,10 @@ func boolOrder(a, b bool) int {
 
 // progress says how far the rollout is.
 func progress(ro *duck.RolloutStatus, left int) string {
-	return fmt.Sprintf("rolling out generation %d: %d of %d subjects updated, %d changing, %d to go, wave %d",
-		ro.Generation, ro.Updated, ro.Total, len(ro.Changing), left, ro.Wave)
+	what := fmt.Sprintf("rolling out generation %d", ro.Generation)
+	if ro.UndoneFrom > 0 {
+		what = fmt.Sprintf("undoing generation %d, restoring generation %d", ro.UndoneFrom, ro.Generation)
+	}
+	return fmt.Sprintf("%s: %d of %d subjects updated, %d changing, %d to go, wave %d",
+		what, ro.Updated, ro.Total, len(ro.Changing), left, ro.Wave)
 }

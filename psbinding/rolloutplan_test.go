@@ -147,6 +147,40 @@ func TestDecideRollout(t *testing.T) {
 			prev:    &duck.RolloutStatus{Generation: 3, Wave: 2, Changing: changing(3, 5*time.Second, "c")},
 			changed: in(done(ch("c", 3, 2, 5*time.Second)))},
 		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 3, Total: 3, Updated: 3, Wave: 2}, done: true},
+	}, {
+		name: "paused before the first wave: a plan, no wave, nothing to look at again",
+		in:   rolloutInput{generation: 3, policy: policy, total: 3, todo: binds("a", "b", "c"), paused: true, quietWait: time.Second},
+		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 3, Total: 3, Paused: true, Waiting: []string{"a", "b", "c"}}, reason: ReasonRolloutPaused,
+			message: "rollout of generation 3 paused before its first wave: 3 of 3 subjects to change; status.plan says how; remove rollout.bindings.bindkit.dev/paused to resume"},
+	}, {
+		name: "paused mid-rollout: the wave in flight is watched to its end, no new one starts",
+		in: rolloutInput{generation: 3, policy: policy, total: 5, inForce: 2, todo: binds("c", "d", "e"), paused: true,
+			prev:    &duck.RolloutStatus{Generation: 3, Wave: 1, Changing: changing(3, 5*time.Second, "a", "b")},
+			changed: in(done(ch("a", 3, 1, 5*time.Second)), ch("b", 3, 1, 5*time.Second))},
+		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 3, Total: 5, Updated: 1, Wave: 1, Paused: true, Changing: changing(3, 5*time.Second, "b"), Waiting: []string{"c", "d", "e"}},
+			reason: ReasonRolloutPaused, retry: rolloutRecheck,
+			message: "rollout of generation 3 paused after wave 1: 1 of 5 subjects updated, 1 changing, 3 to go; remove rollout.bindings.bindkit.dev/paused to resume"},
+	}, {
+		name: "paused, a wave in flight still halts",
+		in: rolloutInput{generation: 3, policy: RolloutPolicy{MaxChanging: intstr.FromInt32(2), Deadline: time.Minute}, total: 3, inForce: 1, todo: binds("c"), paused: true,
+			prev:    &duck.RolloutStatus{Generation: 3, Wave: 1, Paused: true, Changing: changing(3, 2*time.Minute, "a")},
+			changed: in(ch("a", 3, 1, 2*time.Minute))},
+		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 3, Total: 3, Wave: 1, Paused: true, Changing: changing(3, 2*time.Minute, "a"), Halted: []string{"a"},
+			Reasons: []duck.SubjectReason{{Name: "a", Reason: "not rolled out within 1m0s"}}, Waiting: []string{"c"}},
+			halted: true, reason: ReasonRolloutHalted, message: "rollout of generation 3 halted at wave 1: a: not rolled out within 1m0s"},
+	}, {
+		name: "an undo rolls the restored generation out in waves after its own, and says so",
+		in: rolloutInput{generation: 2, undoneFrom: 4, restoredWave: 7, policy: policy, total: 3, inForce: 1, todo: binds("b", "c"),
+			prev: &duck.RolloutStatus{Generation: 4, Wave: 3, Halted: []string{"b"}}},
+		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 2, UndoneFrom: 4, Total: 3, Updated: 1, Wave: 8, Changing: changing(2, 0, "b", "c")}, reason: ReasonUndoingRollout, retry: rolloutRecheck,
+			message: "undoing generation 4, restoring generation 2: 1 of 3 subjects updated, 2 changing, 0 to go, wave 8"},
+		wave:     []string{"b", "c"},
+		wantWave: 8,
+	}, {
+		name: "a paused undo names what it undoes",
+		in:   rolloutInput{generation: 2, undoneFrom: 4, policy: policy, total: 3, inForce: 1, todo: binds("b", "c"), paused: true},
+		want: rolloutPlan{status: &duck.RolloutStatus{Generation: 2, UndoneFrom: 4, Total: 3, Updated: 1, Paused: true, Waiting: []string{"b", "c"}}, reason: ReasonRolloutPaused,
+			message: "undo of generation 4 (restoring 2) paused before its first wave: 2 of 3 subjects to change; status.plan says how; remove rollout.bindings.bindkit.dev/paused to resume"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,6 +202,65 @@ func TestDecideRollout(t *testing.T) {
 			}
 			if tc.want.done != got.status.Complete(tc.in.generation) {
 				t.Errorf("done %v, but the status says complete %v", tc.want.done, got.status.Complete(tc.in.generation))
+			}
+		})
+	}
+}
+
+// TestPlanWaves: the plan's waves are those decideRollout takes when each
+// rolls out at once: what is in flight keeps its slots for the first,
+// numbering goes on from the last reported wave, and past the bound the
+// waves are counted.
+func TestPlanWaves(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	policy := RolloutPolicy{MaxChanging: intstr.FromInt32(2), Deadline: time.Minute}
+	binds := func(names ...string) []work {
+		var out []work
+		for _, n := range names {
+			out = append(out, work{name: n, bind: true})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name        string
+		in          rolloutInput
+		max         int
+		want        [][]string
+		first, more int
+	}{{
+		name:  "from the start",
+		in:    rolloutInput{generation: 1, policy: policy, total: 5, todo: binds("a", "b", "c", "d", "e"), paused: true},
+		max:   10,
+		want:  [][]string{{"a", "b"}, {"c", "d"}, {"e"}},
+		first: 1,
+	}, {
+		name: "paused after wave 2, one subject still changing",
+		in: rolloutInput{generation: 1, policy: policy, total: 7, inForce: 4, todo: binds("e", "f", "g"), paused: true,
+			prev:    &duck.RolloutStatus{Generation: 1, Wave: 2, Changing: []duck.ChangingSubject{{Name: "d", Generation: 1, Since: metav1.NewTime(now)}}},
+			changed: []changedSubject{{name: "d", change: duck.Change{Generation: 1, Wave: 2, Since: now}}}},
+		max:   10,
+		want:  [][]string{{"e"}, {"f", "g"}},
+		first: 3,
+	}, {
+		name:  "bounded",
+		in:    rolloutInput{generation: 1, policy: policy, total: 9, todo: binds("a", "b", "c", "d", "e", "f", "g", "h", "i")},
+		max:   2,
+		want:  [][]string{{"a", "b"}, {"c", "d"}},
+		first: 1, more: 3,
+	}, {
+		name: "halted: nothing planned",
+		in: rolloutInput{generation: 1, policy: policy, total: 3, todo: binds("b", "c"), paused: true,
+			prev: &duck.RolloutStatus{Generation: 1, Wave: 1, Halted: []string{"a"}}},
+		max: 10,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.now = now
+			waves, first, more := planWaves(tc.in, tc.max)
+			if diff := cmp.Diff(tc.want, waves); diff != "" {
+				t.Errorf("waves (-want +got):\n%s", diff)
+			}
+			if first != tc.first || more != tc.more {
+				t.Errorf("first wave %d, %d more; want %d, %d more", first, more, tc.first, tc.more)
 			}
 		})
 	}

@@ -68,7 +68,12 @@ func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error
 		return err
 	}
 
-	current, refErr := r.resolveSubject(b)
+	// Undone, the subjects are those of the generation the undo restores.
+	target, undone, undoErr := undoTarget(b)
+	if undoErr != nil {
+		target = b
+	}
+	current, refErr := r.resolveSubject(target)
 	kinds, err := r.recordKinds(ctx, b, current)
 	if err != nil {
 		return err // a conflict on the Binding itself: requeued quietly
@@ -102,7 +107,14 @@ func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error
 			fmt.Sprintf("%s cannot change its pod template in place; it is bound when created", current.gvr.GroupResource()))
 		return nil
 	}
-	if err := r.reconcileSubjects(ctx, mctx, b, current); err != nil {
+	if undoErr != nil {
+		return report(undoErr)
+	}
+	err = r.reconcileSubjects(ctx, mctx, target, undone, current)
+	if undone != nil {
+		copyReport(target, b)
+	}
+	if err != nil {
 		return report(err)
 	}
 	status.MarkBindingAvailable()
@@ -233,12 +245,20 @@ type work struct {
 	// paces. rollback keeps, with it, how to take it back.
 	paced    *duck.Change
 	rollback bool
+	// undo, set while the Binding is undone (RolloutUndoAnnotation), is
+	// the Binding at the generation undone, for a subject that carries a
+	// generation other than the one restored: its Undo runs before the
+	// restored generation's Do (for an unbinding, instead of its Undo).
+	undo Bindable
 }
 
 // reconcileSubjects tracks s, then binds the selected subjects that do not
 // record b at its generation and unbinds those that record b but are no
-// longer selected, paced by b's rollout policy when it has one.
-func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable, s *subject) error {
+// longer selected, paced by b's rollout policy when it has one. While an
+// undo restores b's generation, undone is the Binding at the generation
+// undone (undoTarget), whose Undo runs first on a subject that carries
+// another generation than b's.
+func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b, undone Bindable, s *subject) error {
 	observer, err := r.observer(b)
 	if err != nil {
 		return err
@@ -246,11 +266,17 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	if err := r.Tracker.TrackReference(s.ref, observer); err != nil {
 		return fmt.Errorf("%s: subject %s: track: %w", describe(b), s.ref, err)
 	}
-	seen, err := r.survey(ctx, b, s)
+	seen, err := r.survey(ctx, b, undone, s)
 	if err != nil {
 		return err
 	}
-	policy, err := r.rolloutPolicy(b)
+	// The policy and the controls are the Binding's own, undone or not.
+	ctl, self := controls{}, b
+	if undone != nil {
+		ctl.undoneFrom, ctl.restoredWave, self = undone.GetGeneration(), seen.restoredWave, undone
+	}
+	ctl.paused, _, _ = controlsOf(self)
+	policy, err := r.rolloutPolicy(self)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", describe(b), err)
 		return unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
@@ -259,7 +285,7 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 	var pacing error
 	switch {
 	case policy.Enabled():
-		if todo, pacing = r.pace(ctx, b, s, policy, seen); todo == nil && pacing != nil {
+		if todo, pacing = r.pace(ctx, mctx, b, s, policy, seen, ctl); todo == nil && pacing != nil {
 			if _, ok := pacing.(*rollingOut); !ok {
 				return pacing
 			}
@@ -271,6 +297,12 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b Bindable
 			return &rollingOut{reason: ReasonRollingOut, retry: wait,
 				message: fmt.Sprintf("generation %d: waiting %v for edits to settle", b.GetGeneration(), wait.Round(time.Millisecond))}
 		}
+	}
+	if !policy.Enabled() {
+		// No policy: no plan to publish; the last rollout reported stays,
+		// the report a policy turned on again starts from.
+		clearPlan(b)
+		r.observeState(ctx, b, "")
 	}
 	patched, err := r.patchSubjects(ctx, mctx, b, s, todo)
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, seen.inForce+patched)
@@ -289,6 +321,9 @@ type surveyed struct {
 	// changed are the subjects whose records hold a paced change of b,
 	// sorted by name.
 	changed []changedSubject
+	// restoredWave, for an undo, is the last wave of the generation it
+	// restores.
+	restoredWave int
 	// held are the subjects held from b's generation (HeldAnnotation):
 	// rolled back by a halt of it, which a leader may not have reported.
 	held []string
@@ -298,9 +333,10 @@ type surveyed struct {
 }
 
 // survey reads from the cache the subjects s selects and those whose
-// records name b. Subjects being deleted or labelled ExcludeLabel are left
+// records name b; undone, while an undo restores b's generation, is the
+// Binding at the generation undone. Subjects being deleted or labelled ExcludeLabel are left
 // as they are.
-func (r *BaseReconciler) survey(ctx context.Context, b Bindable, s *subject) (surveyed, error) {
+func (r *BaseReconciler) survey(ctx context.Context, b, undone Bindable, s *subject) (surveyed, error) {
 	inf, lister, err := r.Factory.Get(ctx, s.gvr)
 	if err != nil {
 		err = fmt.Errorf("%s: subject %s: informer: %w", describe(b), s.ref, err)
@@ -316,18 +352,25 @@ func (r *BaseReconciler) survey(ctx context.Context, b Bindable, s *subject) (su
 		}
 		if c, ok := duck.ChangesOf(m.GetAnnotations()).Lookup(by); ok {
 			out.changed = append(out.changed, changedSubject{name: m.GetName(), change: c})
+			if undone != nil && c.Generation == b.GetGeneration() {
+				out.restoredWave = max(out.restoredWave, c.Wave)
+			}
 		}
 		if gen, ok := duck.HeldOf(m.GetAnnotations()).Lookup(by); ok && gen == b.GetGeneration() {
 			out.held = append(out.held, m.GetName())
 		}
 		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
+		w := work{name: m.GetName(), bind: isSelected}
+		if undone != nil && recorded && gen != b.GetGeneration() {
+			w.undo = undone
+		}
 		switch {
 		case isSelected && (!recorded || gen != b.GetGeneration()):
-			out.todo = append(out.todo, work{name: m.GetName(), bind: true})
+			out.todo = append(out.todo, w)
 		case isSelected:
 			out.inForce++
 		case recorded:
-			out.todo = append(out.todo, work{name: m.GetName(), bind: false})
+			out.todo = append(out.todo, w)
 		}
 	}
 	objs, err := selectedObjects(b, s, lister)
@@ -502,6 +545,7 @@ func (r *BaseReconciler) reconcileDeletion(ctx context.Context, b Bindable) erro
 	}
 	r.generations.forget(b.GetUID())
 	r.observerIn(ctx).SubjectsBound(r.GVR.GroupResource(), types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}, 0)
+	r.observeState(ctx, b, "")
 	return nil
 }
 
@@ -551,7 +595,7 @@ func (r *BaseReconciler) paceUnbinding(ctx, mctx context.Context, b Bindable, s 
 	}
 	slices.SortFunc(todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
 	slices.SortFunc(changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
-	wave, pacing := r.pace(ctx, b, s, policy, surveyed{todo: todo, changed: changed, selected: total, inForce: unbound})
+	wave, pacing := r.pace(ctx, mctx, b, s, policy, surveyed{todo: todo, changed: changed, selected: total, inForce: unbound}, controls{})
 	if wave == nil {
 		return pacing // done (nil), or waiting, or halted
 	}

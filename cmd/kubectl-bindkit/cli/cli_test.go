@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/bindkit/bindkit/duck"
+)
+
+// TestExitStatusesOfTheCommandLine: help is 0, a wrong command line 2
+// (with what is wrong on stderr), a kubeconfig that cannot be read 1.
+func TestExitStatusesOfTheCommandLine(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none")
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		want       int
+		wantStderr string
+		wantStdout string
+	}{
+		{"no command", nil, ExitUsage, "", "Commands:"},
+		{"help", []string{"--help"}, ExitOK, "", "Exit status:"},
+		{"help of a command", []string{"help", "plan"}, ExitOK, "", "kubectl bindkit plan TYPE/NAME"},
+		{"a command's --help", []string{"rollout", "--help"}, ExitOK, "", "-n, --namespace namespace"},
+		{"unknown command", []string{"diff"}, ExitUsage, `unknown command "diff"`, ""},
+		{"unknown flag", []string{"plan", "--bogus"}, ExitUsage, "flag provided but not defined: -bogus", ""},
+		{"bad output", []string{"why", "deployment/web", "-o", "wide"}, ExitUsage, `--output "wide": want table, json or yaml`, ""},
+		{"no such kubeconfig", []string{"plan", "sinkbinding/sink", "--kubeconfig", missing}, ExitError, "kubeconfig", ""},
+		{"rollout without a verb", []string{"rollout", "--kubeconfig", missing}, ExitUsage, "rollout: want status, pause, resume or undo", ""},
+		{"rollout with an unknown verb", []string{"rollout", "restart", "sinkbinding/sink"}, ExitUsage, `unknown verb "restart"`, ""},
+		{"plan of two objects", []string{"plan", "sinkbinding/a", "sinkbinding/b"}, ExitUsage, "want one Binding as TYPE/NAME", ""},
+		{"audit with an argument", []string{"audit", "shop"}, ExitUsage, "audit takes no arguments", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if got := Main(context.Background(), tc.args, &stdout, &stderr); got != tc.want {
+				t.Errorf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", got, tc.want, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.wantStderr) || !strings.Contains(stdout.String(), tc.wantStdout) {
+				t.Errorf("stdout %q, stderr %q; want %q and %q in them", stdout.String(), stderr.String(), tc.wantStdout, tc.wantStderr)
+			}
+		})
+	}
+}
+
+// TestFlagsGoAnywhereOnTheLine: kubectl's way, "rollout pause sink -n ns"
+// as well as "-n ns rollout pause sink", "--" ending the flags.
+func TestFlagsGoAnywhereOnTheLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ns   string
+		want []string
+	}{
+		{[]string{"pause", "sinkbinding/sink", "-n", "shop"}, "shop", []string{"pause", "sinkbinding/sink"}},
+		{[]string{"-n=shop", "pause", "sinkbinding", "sink"}, "shop", []string{"pause", "sinkbinding", "sink"}},
+		{[]string{"pause", "--namespace", "shop", "x/y"}, "shop", []string{"pause", "x/y"}},
+		{[]string{"pause", "--", "-n", "x"}, "", []string{"pause", "-n", "x"}},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		var ns string
+		fs.StringVar(&ns, "namespace", "", "")
+		fs.StringVar(&ns, "n", "", "")
+		got, err := parseInterspersed(fs, tc.args)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" || ns != tc.ns {
+			t.Errorf("%q: namespace %q, want %q; arguments (-want +got):\n%s", tc.args, ns, tc.ns, diff)
+		}
+	}
+}
+
+// TestPatchLinesReadLikeADiff renders each operation of a plan's patch on
+// a line: + for add, - for remove, ~ for replace.
+func TestPatchLinesReadLikeADiff(t *testing.T) {
+	for _, tc := range []struct {
+		patch string
+		want  []string
+	}{
+		{`[{"op":"add","path":"/spec/template/spec/containers/0/env","value":[{"name":"K_SINK","value":"https://x"}]}]`,
+			[]string{`+ /spec/template/spec/containers/0/env: [{"name":"K_SINK","value":"https://x"}]`}},
+		{`[{"op":"remove","path":"/spec/template/spec/containers/1"},{"op":"replace","path":"/spec/template/spec/containers/0/env/0/value","value":"https://y"}]`,
+			[]string{"- /spec/template/spec/containers/1", `~ /spec/template/spec/containers/0/env/0/value: "https://y"`}},
+		{`[]`, []string{"(no change to the pod template: only bindkit's records)"}},
+		{`[{"op":"add","path":"/a"`, []string{`[{"op":"add","path":"/a"`}},
+	} {
+		if diff := cmp.Diff(tc.want, patchLines(tc.patch)); diff != "" {
+			t.Errorf("patchLines(%s) (-want +got):\n%s", tc.patch, diff)
+		}
+	}
+}
+
+// TestPrintPlan prints a plan of two waves, two changes and what it
+// leaves out.
+func TestPrintPlan(t *testing.T) {
+	var out bytes.Buffer
+	err := printPlan(&out, planView{Binding: "sinkbinding.bindings.bindkit.dev/sink", Namespace: "shop", Generation: 2, Plan: &duck.PlanStatus{
+		Generation: 2, Total: 5, Bind: 3, Unbind: 1, Unchanged: 1,
+		Waves: []duck.PlanWave{{Number: 3, Count: 2, Subjects: []string{"a", "b"}}, {Number: 4, Count: 2, Subjects: []string{"c", "d"}}},
+		Changes: []duck.PlanChange{
+			{Action: "bind", Count: 3, Subjects: []string{"a", "b", "c"}, Patch: `[{"op":"replace","path":"/spec/template/spec/containers/0/env/0/value","value":"https://v2"}]`},
+			{Action: "unbind", Count: 1, Subjects: []string{"d"}, Patch: `[{"op":"remove","path":"/spec/template/spec/containers/0/env"}]`},
+		},
+		NotRead: 7, Errors: []duck.SubjectReason{{Name: "e", Reason: "Do panicked: boom"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `sinkbinding.bindings.bindkit.dev/sink (namespace shop) is paused. Resuming it rolls out generation 2:
+  5 subjects selected: 3 to bind, 1 to unbind, 1 unchanged
+
+WAVE  SUBJECTS  NAMES
+3     2         a, b
+4     2         c, d
+
+bind 3 subjects: a, b, c
+  ~ /spec/template/spec/containers/0/env/0/value: "https://v2"
+
+unbind 1 subjects: d
+  - /spec/template/spec/containers/0/env
+
+7 more subjects not read: the plan shows the first 100
+
+error: e: Do panicked: boom
+
+kubectl bindkit rollout resume sinkbinding.bindings.bindkit.dev/sink -n shop applies it.
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestRolloutViewOfEachState reads where a rollout stands from a
+// Binding's Ready condition, and which exit status it ends with.
+func TestRolloutViewOfEachState(t *testing.T) {
+	for _, tc := range []struct {
+		reason, status string
+		state          string
+		end            bool
+		code           int
+	}{
+		{"BindingAvailable", "True", stateComplete, true, ExitOK},
+		{"RollingOut", "False", stateRollingOut, false, ExitChanges},
+		{"RolloutPaused", "False", statePaused, true, ExitPaused},
+		{"RolloutHalted", "False", stateHalted, true, ExitHalted},
+		{"UndoingRollout", "False", stateUndoing, false, ExitChanges},
+		{"RolloutUndone", "False", stateUndone, true, ExitOK},
+		{"UndoUnavailable", "False", stateFailed, true, ExitError},
+		{"SubjectPatchFailed", "False", stateNotReady, false, ExitChanges},
+	} {
+		b := bindingObject(3, 3, tc.reason, tc.status)
+		v := viewOf(b)
+		end, code := v.done()
+		if v.State != tc.state || end != tc.end || code != tc.code {
+			t.Errorf("Ready %s %s: state %q, end %v, exit %d; want %q, %v, %d", tc.status, tc.reason, v.State, end, code, tc.state, tc.end, tc.code)
+		}
+	}
+	if v := viewOf(bindingObject(4, 3, "BindingAvailable", "True")); v.State != statePending {
+		t.Errorf("a generation not observed yet: state %q, want %q", v.State, statePending)
+	}
+}
+
+// bindingObject is a SinkBinding at generation whose status describes
+// observed, with a Ready condition of status and reason.
+func bindingObject(generation, observed int64, reason, status string) *object {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "bindings.bindkit.dev/v1alpha1", "kind": "SinkBinding",
+		"metadata": map[string]any{"namespace": "shop", "name": "sink", "generation": generation},
+		"status": map[string]any{"observedGeneration": observed, "conditions": []any{map[string]any{
+			"type": "Ready", "status": status, "reason": reason, "message": "m", "observedGeneration": observed, "lastTransitionTime": "2026-11-26T12:00:00Z"}}},
+	}}
+	return &object{kind: schema.GroupVersionKind{Group: "bindings.bindkit.dev", Version: "v1alpha1", Kind: "SinkBinding"}, u: u}
+}

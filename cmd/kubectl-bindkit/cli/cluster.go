@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bindkit/bindkit/declarative"
+	"github.com/bindkit/bindkit/duck"
+)
+
+// cluster is what a command reaches the cluster with: the kubeconfig's,
+// as kubectl reads it.
+type cluster struct {
+	dynamic   dynamic.Interface
+	mapper    meta.RESTMapper
+	namespace string // --namespace, else the context's, else "default"
+}
+
+// newCluster loads the kubeconfig as kubectl does (--kubeconfig, then
+// $KUBECONFIG, then ~/.kube/config; --context; --namespace). No request
+// is sent until a command reads something.
+func newCluster(o *options) (*cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
+	overrides.Context.Namespace = o.namespace
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: namespace: %w", err)
+	}
+	cfg.UserAgent = "kubectl-bindkit"
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cached := memory.NewMemCacheClient(disco)
+	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
+	return &cluster{dynamic: dyn, mapper: mapper, namespace: ns}, nil
+}
+
+// object is an object a command names: its resource, kind and name.
+type object struct {
+	gvr  schema.GroupVersionResource
+	kind schema.GroupVersionKind
+	u    *unstructured.Unstructured
+}
+
+// String names the object as kubectl does: "sinkbinding.bindings.bindkit.dev/sink".
+func (o *object) String() string {
+	return refName(o.kind.GroupKind(), o.u.GetName())
+}
+
+// refName is kubectl's name of an object: lower-case kind, group, name.
+func refName(gk schema.GroupKind, name string) string {
+	kind := strings.ToLower(gk.Kind)
+	if gk.Group != "" {
+		kind += "." + gk.Group
+	}
+	return kind + "/" + name
+}
+
+// resource resolves a TYPE as kubectl does: a resource, its singular,
+// a kind or a short name, optionally qualified by version and group
+// ("sinkbindings.v1alpha1.bindings.bindkit.dev").
+func (c *cluster) resource(typ string) (schema.GroupVersionResource, schema.GroupVersionKind, error) {
+	full, partial := schema.ParseResourceArg(strings.ToLower(typ))
+	var gvr schema.GroupVersionResource
+	var err error
+	if full != nil {
+		gvr, err = c.mapper.ResourceFor(*full)
+	}
+	if full == nil || err != nil {
+		gvr, err = c.mapper.ResourceFor(partial.WithVersion(""))
+	}
+	if err != nil {
+		return gvr, schema.GroupVersionKind{}, fmt.Errorf("the server doesn't have a resource type %q", typ)
+	}
+	gvk, err := c.mapper.KindFor(gvr)
+	if err != nil {
+		return gvr, gvk, fmt.Errorf("resource type %q: %w", typ, err)
+	}
+	return gvr, gvk, nil
+}
+
+// get reads the object TYPE/NAME in the command's namespace.
+func (c *cluster) get(ctx context.Context, typ, name string) (*object, error) {
+	gvr, gvk, err := c.resource(typ)
+	if err != nil {
+		return nil, err
+	}
+	u, err := c.dynamic.Resource(gvr).Namespace(c.namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s %q not found in namespace %q", gvr.GroupResource(), name, c.namespace)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s/%s: %w", gvr.GroupResource(), c.namespace, name, err)
+	}
+	return &object{gvr: gvr, kind: gvk, u: u}, nil
+}
+
+// annotate sets (a non-nil value) or removes (nil) annotations of obj,
+// with a merge patch, and reads obj back.
+func (c *cluster) annotate(ctx context.Context, obj *object, annotations map[string]any) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		return err
+	}
+	u, err := c.dynamic.Resource(obj.gvr).Namespace(obj.u.GetNamespace()).Patch(ctx, obj.u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: "kubectl-bindkit"})
+	if err != nil {
+		return fmt.Errorf("%s: annotate: %w", obj, err)
+	}
+	obj.u = u
+	return nil
+}
+
+// bindingStatus is what the commands read of a Binding's status: the
+// framework's (duck.Status), and a declarative kind's published Spec.
+type bindingStatus struct {
+	duck.Status        `json:",inline"`
+	Declared           *declarative.Spec `json:"declared,omitempty"`
+	DeclaredGeneration int64             `json:"declaredGeneration,omitempty"`
+}
+
+// statusOf reads a Binding's status; a status it cannot read reads as
+// empty.
+func statusOf(u *unstructured.Unstructured) bindingStatus {
+	var st bindingStatus
+	if m, ok, _ := unstructured.NestedMap(u.Object, "status"); ok {
+		if js, err := json.Marshal(m); err == nil {
+			_ = json.Unmarshal(js, &st)
+		}
+	}
+	return st
+}

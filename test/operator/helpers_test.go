@@ -1,0 +1,269 @@
+package operator_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bindkit/bindkit/cmd/kubectl-bindkit/cli"
+	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/examples/sinkbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/testenv"
+)
+
+var sinkBindings = v1alpha1.GroupVersionResource()
+
+// startController builds and starts the sinkbinding example binary with
+// its default flags, once per test, and stops it at the test's end.
+func startController(t *testing.T, env *testenv.Environment) *demo.Controller {
+	t.Helper()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo.SystemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary := filepath.Join(t.TempDir(), "sinkbinding-controller")
+	if err := demo.BuildPackage(t.Context(), root, "./examples/sinkbinding/cmd/controller", binary); err != nil {
+		t.Fatal(err)
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := demo.StartController(env, binary, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ctrl.Stop(); err != nil {
+			t.Errorf("stop controller: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("controller log:\n%s", ctrl.LogTail(80))
+		}
+	})
+	return ctrl
+}
+
+// createDeployments creates one-replica Deployments named names in ns,
+// labelled app=web and with labels, and waits until every one has rolled
+// out.
+func createDeployments(t *testing.T, kube kubernetes.Interface, ns string, labels map[string]string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		l := map[string]string{"app": "web"}
+		for k, v := range labels {
+			l[k] = v
+		}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: new(int32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"name": name}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1"}}},
+				},
+			},
+		}
+		if _, err := kube.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, 3*time.Minute, fmt.Sprintf("the %d Deployments to roll out", len(names)), func() string {
+		list, err := kube.AppsV1().Deployments(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		n := 0
+		for i := range list.Items {
+			if rolledOut(t, &list.Items[i]) {
+				n++
+			}
+		}
+		if n < len(names) {
+			return fmt.Sprintf("%d of %d rolled out", n, len(names))
+		}
+		return ""
+	})
+}
+
+// names are n names prefix-000, ...
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	return out
+}
+
+// rolledOut reports whether d's current template is rolled out, from its
+// status, as the reconciler reads it.
+func rolledOut(t *testing.T, d *appsv1.Deployment) bool {
+	t.Helper()
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	done, _ := psbinding.RolledOut(u)
+	return done
+}
+
+// sinkBinding is a SinkBinding of ns selecting labels, pointing at sink,
+// with annotations.
+func sinkBinding(ns, name string, labels map[string]any, sink string, annotations map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": sinkBindings.GroupVersion().String(), "kind": v1alpha1.Kind,
+		"metadata": map[string]any{"namespace": ns, "name": name, "annotations": annotations},
+		"spec": map[string]any{
+			"subject": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "selector": map[string]any{"matchLabels": labels}},
+			"sink":    sink,
+		},
+	}}
+}
+
+// getBinding reads the SinkBinding ns/name.
+func getBinding(t *testing.T, dyn dynamic.Interface, ns, name string) *v1alpha1.SinkBinding {
+	t.Helper()
+	u, err := dyn.Resource(sinkBindings).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b v1alpha1.SinkBinding
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &b); err != nil {
+		t.Fatal(err)
+	}
+	return &b
+}
+
+// readyReason is the Binding's Ready reason once its status describes its
+// generation, "" before.
+func readyReason(b *v1alpha1.SinkBinding) string {
+	c := b.Status.GetCondition(duck.ConditionReady)
+	if c == nil || b.Status.ObservedGeneration != b.Generation || c.ObservedGeneration != b.Generation {
+		return ""
+	}
+	if c.Status == metav1.ConditionTrue {
+		return "Ready"
+	}
+	return c.Reason
+}
+
+// setSink edits the Binding's sink: a new generation.
+func setSink(t *testing.T, dyn dynamic.Interface, ns, name, sink string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"sink":%q}}`, sink)
+	if _, err := dyn.Resource(sinkBindings).Namespace(ns).Patch(t.Context(), name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deployments lists the Deployments of ns by name.
+func deployments(t *testing.T, kube kubernetes.Interface, ns string) map[string]*appsv1.Deployment {
+	t.Helper()
+	list, err := kube.AppsV1().Deployments(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*appsv1.Deployment{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+// sinkOf is the K_SINK of d's first container, "" if none.
+func sinkOf(d *appsv1.Deployment) string {
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == v1alpha1.SinkEnv {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// poll calls check every 250ms until it returns "", for at most timeout.
+func poll(t *testing.T, timeout time.Duration, what string, check func() string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == "", nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
+	}
+}
+
+// kubectl runs kubectl-bindkit (package cli, in process) against env with
+// args, and returns its output and exit status; the command line, the
+// output and the errors go to the test's log.
+func kubectl(t *testing.T, env *testenv.Environment, args ...string) (string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	full := append([]string{"--kubeconfig", env.KubeconfigPath}, args...)
+	code := cli.Main(t.Context(), full, &stdout, &stderr)
+	t.Logf("$ kubectl bindkit %s\n%s%s(exit %d)", strings.Join(args, " "), stdout.String(), stderr.String(), code)
+	return stdout.String(), code
+}
+
+// kubectlJSON runs kubectl-bindkit with -o json and decodes its output
+// into v.
+func kubectlJSON(t *testing.T, env *testenv.Environment, v any, args ...string) int {
+	t.Helper()
+	out, code := kubectl(t, env, append(args, "-o", "json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("kubectl bindkit %s -o json: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return code
+}
+
+// wantCode fails the test unless code is want.
+func wantCode(t *testing.T, what string, code, want int) {
+	t.Helper()
+	if code != want {
+		t.Errorf("%s: exit status %d, want %d", what, code, want)
+	}
+}
+
+// wantLines fails the test unless out holds every line of want, in
+// order (each a substring of a line of its own, runs of spaces counting
+// as one, so that a table's widths do not matter).
+func wantLines(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	squeeze := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	lines := strings.Split(out, "\n")
+	i := 0
+	for _, w := range want {
+		for i < len(lines) && !strings.Contains(squeeze(lines[i]), squeeze(w)) {
+			i++
+		}
+		if i == len(lines) {
+			t.Errorf("%s: no line with %q (in order) in:\n%s", what, w, out)
+			return
+		}
+		i++
+	}
+}
