@@ -137,10 +137,16 @@ func apply(a *application, wp *duck.WithPod) error {
 		if template != nil && !equality.Semantic.DeepEqual(template, &wp.Spec.Template) {
 			// Undo took back what another Binding may have set too (the
 			// same variable, a shared volume): the others' records no
-			// longer promise what the subject carries. They go, and each
-			// Binding binds the subject again; where its change is still
-			// there, that writes its record and nothing else.
-			wp.Annotations = duck.SetBound(wp.Annotations, nil)
+			// longer promise what the subject carries. Each stays (its
+			// Undo must still run at its deletion or an uninstall) at
+			// generation 0, which no Binding is at: each binds the
+			// subject again, and where its change is still there, that
+			// writes its record and nothing else.
+			others := duck.BoundOf(wp.Annotations)
+			for e := range others {
+				others[e] = 0
+			}
+			wp.Annotations = duck.SetBound(wp.Annotations, others)
 		}
 	}
 	return nil

@@ -259,10 +259,11 @@ func TestBaseReconcilerContainsPanics(t *testing.T) {
 }
 
 // An Undo that takes back what another Binding set too (the same
-// variable) drops the others' records, so that they bind again; an Undo
+// variable) sets the others' records to generation 0, so that they bind
+// again (and are still undone at their deletion or an uninstall); an Undo
 // that changes nothing, or that runs on a subject only its Binding
 // records, leaves the records of others as they are.
-func TestUndoDropsOthersRecordsWhenItChangesTheTemplate(t *testing.T) {
+func TestUndoResetsOthersRecordsWhenItChangesTheTemplate(t *testing.T) {
 	gr := schema.GroupResource{Group: "test.bindkit.dev", Resource: "envbindings"}
 	first, second := duck.BoundBy{Resource: gr, Name: "first", UID: "u1"}, duck.BoundBy{Resource: gr, Name: "second", UID: "u2"}
 	for _, tc := range []struct {
@@ -275,7 +276,7 @@ func TestUndoDropsOthersRecordsWhenItChangesTheTemplate(t *testing.T) {
 		name:    "Undo removes the shared variable",
 		env:     []corev1.EnvVar{{Name: "X", Value: "1"}},
 		records: duck.Bound{first: 1, second: 4},
-		want:    duck.Bound{},
+		want:    duck.Bound{second: 0},
 	}, {
 		name:        "Undo changes nothing",
 		env:         []corev1.EnvVar{{Name: "X", Value: "1"}},
