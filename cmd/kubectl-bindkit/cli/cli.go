@@ -87,6 +87,7 @@ func commands() []command {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	args = commandFirst(args)
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) == 2 {
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
@@ -105,6 +106,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "error: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return errUsage
+}
+
+// valuedGlobalFlags are the flags every command takes that take a value.
+var valuedGlobalFlags = map[string]bool{
+	"-kubeconfig": true, "--kubeconfig": true, "-context": true, "--context": true,
+	"-n": true, "-namespace": true, "--namespace": true, "-o": true, "-output": true, "--output": true,
+}
+
+// commandFirst moves the flags given before the command after it:
+// kubectl's flags go anywhere on the line, the command's name included
+// (kubectl bindkit --kubeconfig k plan ...).
+func commandFirst(args []string) []string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case !strings.HasPrefix(a, "-"):
+			if i == 0 {
+				return args
+			}
+			out := append([]string{a}, args[:i]...)
+			return append(out, args[i+1:]...)
+		case valuedGlobalFlags[a]:
+			i++ // its value
+		}
+	}
+	return args
 }
 
 func usage(w io.Writer) {

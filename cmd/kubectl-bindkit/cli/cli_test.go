@@ -31,6 +31,7 @@ func TestExitStatusesOfTheCommandLine(t *testing.T) {
 		{"help of a command", []string{"help", "plan"}, ExitOK, "", "kubectl bindkit plan TYPE/NAME"},
 		{"a command's --help", []string{"rollout", "--help"}, ExitOK, "", "-n, --namespace namespace"},
 		{"unknown command", []string{"diff"}, ExitUsage, `unknown command "diff"`, ""},
+		{"kubectl's flags before the command", []string{"--kubeconfig", "/nonexistent", "-n", "x", "diff"}, ExitUsage, `unknown command "diff"`, ""},
 		{"unknown flag", []string{"plan", "--bogus"}, ExitUsage, "flag provided but not defined: -bogus", ""},
 		{"bad output", []string{"why", "deployment/web", "-o", "wide"}, ExitUsage, `--output "wide": want table, json or yaml`, ""},
 		{"no such kubeconfig", []string{"plan", "sinkbinding/sink", "--kubeconfig", missing}, ExitError, "kubeconfig", ""},
@@ -178,4 +179,17 @@ func bindingObject(generation, observed int64, reason, status string) *object {
 			"type": "Ready", "status": status, "reason": reason, "message": "m", "observedGeneration": observed, "lastTransitionTime": "2026-11-26T12:00:00Z"}}},
 	}}
 	return &object{kind: schema.GroupVersionKind{Group: "bindings.bindkit.dev", Version: "v1alpha1", Kind: "SinkBinding"}, u: u}
+}
+
+func TestCommandFirst(t *testing.T) {
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"plan", "sinkbinding/s"}, []string{"plan", "sinkbinding/s"}},
+		{[]string{"--kubeconfig", "k", "-n", "ns", "plan", "sinkbinding/s"}, []string{"plan", "--kubeconfig", "k", "-n", "ns", "sinkbinding/s"}},
+		{[]string{"--kubeconfig=k", "-A", "audit"}, []string{"audit", "--kubeconfig=k", "-A"}},
+		{[]string{"--help"}, []string{"--help"}},
+	} {
+		if diff := cmp.Diff(tc.want, commandFirst(tc.args)); diff != "" {
+			t.Errorf("commandFirst(%q) (-want +got):\n%s", tc.args, diff)
+		}
+	}
 }
