@@ -83,7 +83,7 @@ type cell struct {
 	kube  kubernetes.Interface
 	dyn   dynamic.Interface
 	ns    string
-	uid   string // the Binding's, once created
+	uid   atomic.Value // string: the Binding's, once created (the proxies read it)
 	fired chan struct{}
 	once  sync.Once
 
@@ -123,7 +123,7 @@ func runCell(t *testing.T, fault, at string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.uid = string(created.GetUID())
+	c.uid.Store(string(created.GetUID()))
 	select {
 	case <-c.fired:
 	case <-time.After(2 * time.Minute):
@@ -225,7 +225,7 @@ func (c *cell) pacedGeneration(r apiproxy.Request) int64 {
 		if path, _ := op["path"].(string); (op["op"] == "add" || op["op"] == "replace") && strings.HasSuffix(path, "bindings.bindkit.dev~1rollout") {
 			changes, _ := duck.ParseChanges(v)
 			for by, ch := range changes {
-				if by.Name == "sink" && string(by.UID) == c.uid {
+				if uid, _ := c.uid.Load().(string); by.Name == "sink" && string(by.UID) == uid {
 					return ch.Generation
 				}
 			}
