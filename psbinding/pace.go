@@ -160,7 +160,8 @@ func (r *BaseReconciler) pace(ctx, mctx context.Context, b Bindable, s *subject,
 	}
 	now := time.Now()
 	prev := rec.GetRollout()
-	if mine := r.generations.rolloutOf(b); mine != nil {
+	mine := r.generations.rolloutOf(b)
+	if mine != nil {
 		prev = mine // this process's last word is newer than the cached status
 	}
 	in := rolloutInput{generation: b.GetGeneration(), policy: policy, prev: prev, todo: seen.todo, held: seen.held, total: seen.selected, inForce: seen.inForce, now: now,
@@ -175,6 +176,11 @@ func (r *BaseReconciler) pace(ctx, mctx context.Context, b Bindable, s *subject,
 		}
 		in.changed = append(in.changed, c)
 	}
+	lagging, err := r.notCachedYet(ctx, b, s, mine, seen.changed)
+	if err != nil {
+		return nil, err
+	}
+	in.changed = append(in.changed, lagging...)
 	plan := decideRollout(in)
 	r.applyRollBack(ctx, b, s, policy, &plan)
 	observer := rolloutObserverOf(r.observerIn(ctx))
@@ -237,6 +243,38 @@ func (r *BaseReconciler) completed(ctx context.Context, b Bindable, prev, ro *du
 		r.Recorder.Event(b, corev1.EventTypeNormal, ReasonRolloutUndone, msg)
 	}
 	return &rollingOut{reason: ReasonRolloutUndone, message: msg}
+}
+
+// notCachedYet reads live the subjects this process last reported
+// changing to b's generation (mine) that the cache does not show changing
+// (cached): on a busy API server the cache can lag the patches of the
+// last wave, and a subject it does not show yet still takes its slot.
+// Those whose live records hold the change are returned, with their state.
+func (r *BaseReconciler) notCachedYet(ctx context.Context, b Bindable, s *subject, mine *duck.RolloutStatus, cached []changedSubject) ([]changedSubject, error) {
+	if mine == nil || mine.Generation != b.GetGeneration() {
+		return nil, nil
+	}
+	by := r.boundBy(b)
+	var out []changedSubject
+	for _, c := range mine.Changing {
+		if c.Generation != b.GetGeneration() || slices.ContainsFunc(cached, func(k changedSubject) bool { return k.name == c.Name }) {
+			continue
+		}
+		u, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("subject %s %s/%s: read its rollout: %w", s.gvr.GroupResource(), s.ref.Namespace, c.Name, err)
+		}
+		change, ok := duck.ChangesOf(u.GetAnnotations()).Lookup(by)
+		if !ok || change.Generation != b.GetGeneration() {
+			continue
+		}
+		done, failure := RolledOut(u)
+		out = append(out, changedSubject{name: c.Name, change: change, done: done, failure: failure})
+	}
+	return out, nil
 }
 
 // rolloutState reads subject name in full and says whether its rollout is
