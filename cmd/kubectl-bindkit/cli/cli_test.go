@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bindkit/bindkit/psbinding"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -142,26 +144,34 @@ kubectl bindkit rollout resume sinkbinding.bindings.bindkit.dev/sink -n shop app
 // TestRolloutViewOfEachState reads where a rollout stands from a
 // Binding's Ready condition, and which exit status it ends with.
 func TestRolloutViewOfEachState(t *testing.T) {
+	paused := map[string]any{psbinding.RolloutPausedAnnotation: "true"}
+	undo := map[string]any{psbinding.RolloutUndoAnnotation: "2"}
 	for _, tc := range []struct {
 		reason, status string
+		annotations    map[string]any
 		state          string
 		end            bool
 		code           int
 	}{
-		{"BindingAvailable", "True", stateComplete, true, ExitOK},
-		{"RollingOut", "False", stateRollingOut, false, ExitChanges},
-		{"RolloutPaused", "False", statePaused, true, ExitPaused},
-		{"RolloutHalted", "False", stateHalted, true, ExitHalted},
-		{"UndoingRollout", "False", stateUndoing, false, ExitChanges},
-		{"RolloutUndone", "False", stateUndone, true, ExitOK},
-		{"UndoUnavailable", "False", stateFailed, true, ExitError},
-		{"SubjectPatchFailed", "False", stateNotReady, false, ExitChanges},
+		{"BindingAvailable", "True", nil, stateComplete, true, ExitOK},
+		{"RollingOut", "False", nil, stateRollingOut, false, ExitChanges},
+		{"RolloutPaused", "False", paused, statePaused, true, ExitPaused},
+		{"RolloutPaused", "False", nil, statePending, false, ExitChanges}, // resumed, not reconciled yet
+		{"RolloutHalted", "False", nil, stateHalted, true, ExitHalted},
+		{"UndoingRollout", "False", undo, stateUndoing, false, ExitChanges},
+		{"RolloutUndone", "False", undo, stateUndone, true, ExitOK},
+		{"RolloutUndone", "False", nil, statePending, false, ExitChanges}, // the undo taken back, not reconciled yet
+		{"UndoUnavailable", "False", nil, stateFailed, true, ExitError},
+		{"SubjectPatchFailed", "False", nil, stateNotReady, false, ExitChanges},
 	} {
 		b := bindingObject(3, 3, tc.reason, tc.status)
+		if tc.annotations != nil {
+			b.u.Object["metadata"].(map[string]any)["annotations"] = tc.annotations
+		}
 		v := viewOf(b)
 		end, code := v.done()
 		if v.State != tc.state || end != tc.end || code != tc.code {
-			t.Errorf("Ready %s %s: state %q, end %v, exit %d; want %q, %v, %d", tc.status, tc.reason, v.State, end, code, tc.state, tc.end, tc.code)
+			t.Errorf("Ready %s %s, annotations %v: state %q, end %v, exit %d; want %q, %v, %d", tc.status, tc.reason, tc.annotations, v.State, end, code, tc.state, tc.end, tc.code)
 		}
 	}
 	if v := viewOf(bindingObject(4, 3, "BindingAvailable", "True")); v.State != statePending {

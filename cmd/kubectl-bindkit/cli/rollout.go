@@ -172,7 +172,14 @@ func viewOf(b *object) rolloutView {
 		return v
 	}
 	v.Reason, v.Message = ready.Reason, ready.Message
+	_, undo := b.u.GetAnnotations()[psbinding.RolloutUndoAnnotation]
 	switch {
+	case (ready.Reason == psbinding.ReasonRolloutPaused && !pausedOf(b.u)) ||
+		((ready.Reason == psbinding.ReasonRolloutUndone || ready.Reason == psbinding.ReasonUndoingRollout) && !undo):
+		// A resume (or an undo taken back) changes annotations, not the
+		// generation: the status speaks of before it until the
+		// controller has reconciled.
+		v.State, v.Message = statePending, "resumed; not yet observed by its controller"
 	case ready.Status == metav1.ConditionTrue:
 		v.State = stateComplete
 	case ready.Reason == psbinding.ReasonRolloutPaused:
