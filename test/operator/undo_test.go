@@ -41,7 +41,7 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	}
 	out, code := kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "4m")
 	wantCode(t, "rollout status", code, cli.ExitOK)
-	wantLines(t, "rollout status", out, "generation 1 rolled out: 20 of 20 subjects updated in 10 waves")
+	wantLines(t, "rollout status", out, "generation 1 rolled out: 20 of 20 subjects updated in") // waves: as slots free up
 	complete := map[string]corev1.PodTemplateSpec{}
 	for name, d := range deployments(t, kube, ns) {
 		complete[name] = d.Spec.Template
