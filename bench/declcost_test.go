@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"maps"
 	"fmt"
 	"os"
 	"strconv"
@@ -126,10 +127,19 @@ func BenchmarkDeclarativeAdmissionCost(b *testing.B) {
 					}
 					// Until admission binds here (a Binding just indexed or
 					// published, a path just loaded).
+					logged := 0
 					poll(b, time.Minute, fmt.Sprintf("admission in %s", ns), func() (bool, error) {
 						d := deploymentLabelled(ns, "probe", app)
 						got, err := kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-						return err == nil && sinkBound(got) == named, nil
+						ok := err == nil && sinkBound(got) == named
+						if !ok && logged < 3 {
+							logged++
+							if err == nil {
+								err = fmt.Errorf("bound %v, want %v: annotations %v", sinkBound(got), named, got.Annotations)
+							}
+							b.Logf("admission in %s not ready yet: %v", ns, err)
+						}
+						return ok, nil
 					})
 					b.Run(fmt.Sprintf("path=%s/bindings=%d/named=%v", p.name, n, named), func(b *testing.B) {
 						var create []time.Duration
@@ -158,6 +168,9 @@ func BenchmarkDeclarativeAdmissionCost(b *testing.B) {
 // deploymentLabelled is a realistic Deployment labelled app=app.
 func deploymentLabelled(ns, name, app string) *appsv1.Deployment {
 	d := fixtures.RealisticDeployment(ns, name)
+	// The fixture's object and template may share one labels map: the
+	// template's must keep matching the selector.
+	d.Labels = maps.Clone(d.Labels)
 	if d.Labels == nil {
 		d.Labels = map[string]string{}
 	}
