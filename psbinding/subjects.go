@@ -350,14 +350,21 @@ func (r *BaseReconciler) survey(ctx context.Context, b, undone Bindable, s *subj
 		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
 			return // being deleted, or opted out: left as it is
 		}
-		if c, ok := duck.ChangesOf(m.GetAnnotations()).Lookup(by); ok {
-			out.changed = append(out.changed, changedSubject{name: m.GetName(), change: c})
-			if undone != nil && c.Generation == b.GetGeneration() {
-				out.restoredWave = max(out.restoredWave, c.Wave)
+		// Most subjects carry no rollout or hold record: parsing nothing
+		// would still allocate, once per subject per reconcile.
+		ann := m.GetAnnotations()
+		if _, has := ann[duck.RolloutAnnotation]; has {
+			if c, ok := duck.ChangesOf(ann).Lookup(by); ok {
+				out.changed = append(out.changed, changedSubject{name: m.GetName(), change: c})
+				if undone != nil && c.Generation == b.GetGeneration() {
+					out.restoredWave = max(out.restoredWave, c.Wave)
+				}
 			}
 		}
-		if gen, ok := duck.HeldOf(m.GetAnnotations()).Lookup(by); ok && gen == b.GetGeneration() {
-			out.held = append(out.held, m.GetName())
+		if _, has := ann[duck.HeldAnnotation]; has {
+			if gen, ok := duck.HeldOf(ann).Lookup(by); ok && gen == b.GetGeneration() {
+				out.held = append(out.held, m.GetName())
+			}
 		}
 		gen, recorded := duck.BoundGeneration(m.GetAnnotations(), by)
 		w := work{name: m.GetName(), bind: isSelected}
