@@ -2,8 +2,8 @@ package bench
 
 import (
 	"context"
-	"maps"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"testing"
