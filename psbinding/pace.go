@@ -260,12 +260,12 @@ func (r *BaseReconciler) notCachedYet(ctx context.Context, b Bindable, s *subjec
 		if c.Generation != b.GetGeneration() || slices.ContainsFunc(cached, func(k changedSubject) bool { return k.name == c.Name }) {
 			continue
 		}
-		u, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
+		u, err := r.readLive(ctx, s, c.Name)
 		if err != nil {
-			return nil, fmt.Errorf("subject %s %s/%s: read its rollout: %w", s.gvr.GroupResource(), s.ref.Namespace, c.Name, err)
+			return nil, err
+		}
+		if u == nil {
+			continue
 		}
 		change, ok := duck.ChangesOf(u.GetAnnotations()).Lookup(by)
 		if !ok || change.Generation != b.GetGeneration() {
@@ -281,15 +281,25 @@ func (r *BaseReconciler) notCachedYet(ctx context.Context, b Bindable, s *subjec
 // complete, or why it cannot complete (RolledOut). A subject that is gone
 // is done.
 func (r *BaseReconciler) rolloutState(ctx context.Context, s *subject, name string) (done bool, failure string, _ error) {
-	u, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return true, "", nil
-	}
-	if err != nil {
-		return false, "", fmt.Errorf("subject %s %s/%s: read its rollout: %w", s.gvr.GroupResource(), s.ref.Namespace, name, err)
+	u, err := r.readLive(ctx, s, name)
+	if u == nil || err != nil {
+		return u == nil && err == nil, "", err
 	}
 	done, failure = RolledOut(u)
 	return done, failure, nil
+}
+
+// readLive reads subject name from the API server (not the cache) for its
+// rollout; nil, nil when it is gone.
+func (r *BaseReconciler) readLive(ctx context.Context, s *subject, name string) (*unstructured.Unstructured, error) {
+	u, err := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("subject %s %s/%s: read its rollout: %w", s.gvr.GroupResource(), s.ref.Namespace, name, err)
+	}
+	return u, nil
 }
 
 // RolledOut reads a workload's rollout from its status: complete once its
