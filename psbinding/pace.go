@@ -247,9 +247,12 @@ func (r *BaseReconciler) completed(ctx context.Context, b Bindable, prev, ro *du
 
 // notCachedYet reads live the subjects this process last reported
 // changing to b's generation (mine) that the cache does not show changing
-// (cached): on a busy API server the cache can lag the patches of the
-// last wave, and a subject it does not show yet still takes its slot.
-// Those whose live records hold the change are returned, with their state.
+// to it (cached): on a busy API server the cache can lag the patches of
+// the last wave, and a subject it does not show yet still takes its slot.
+// A subject the cache shows with an earlier change (the last generation
+// that rolled out, or the binding a paced deletion takes back) is one it
+// does not show yet. Those whose live records hold the change are
+// returned, with their state.
 func (r *BaseReconciler) notCachedYet(ctx context.Context, b Bindable, s *subject, mine *duck.RolloutStatus, cached []changedSubject) ([]changedSubject, error) {
 	if mine == nil || mine.Generation != b.GetGeneration() {
 		return nil, nil
@@ -257,7 +260,9 @@ func (r *BaseReconciler) notCachedYet(ctx context.Context, b Bindable, s *subjec
 	by := r.boundBy(b)
 	var out []changedSubject
 	for _, c := range mine.Changing {
-		if c.Generation != b.GetGeneration() || slices.ContainsFunc(cached, func(k changedSubject) bool { return k.name == c.Name }) {
+		if c.Generation != b.GetGeneration() || slices.ContainsFunc(cached, func(k changedSubject) bool {
+			return k.name == c.Name && k.change.Generation == c.Generation
+		}) {
 			continue
 		}
 		u, err := r.readLive(ctx, s, c.Name)
