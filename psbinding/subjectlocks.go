@@ -25,6 +25,8 @@ type subjectLocks struct {
 	// recent is when this process last patched each subject, kept about
 	// recentPatch.
 	recent map[subjectKey]time.Time
+	// nextSweep is the size of recent at which it is swept next.
+	nextSweep int
 }
 
 // recentPatch is how long after a patch of this process the subject is
@@ -33,8 +35,8 @@ type subjectLocks struct {
 // older.
 const recentPatch = 10 * time.Second
 
-// sweepAt is the number of subjects remembered above which those patched
-// more than recentPatch ago are forgotten.
+// sweepAt is the least number of subjects remembered at which those
+// patched more than recentPatch ago are forgotten.
 const sweepAt = 1024
 
 // subjectKey names one subject.
@@ -55,12 +57,15 @@ type subjectLock struct {
 func (l *subjectLocks) patched(k subjectKey, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.recent) >= sweepAt {
+	if len(l.recent) >= max(sweepAt, l.nextSweep) {
 		for k, at := range l.recent {
 			if now.Sub(at) > recentPatch {
 				delete(l.recent, k)
 			}
 		}
+		// A burst of patches of many subjects keeps them all: the next
+		// sweep waits for twice as many, so sweeps cost O(1) a patch.
+		l.nextSweep = 2 * len(l.recent)
 	}
 	if l.recent == nil {
 		l.recent = map[subjectKey]time.Time{}
