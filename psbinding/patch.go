@@ -329,43 +329,21 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return readError(name, s, err)
 		}
-		apps := applications(mctx, b, by, w, true)
-		app := apps[len(apps)-1]
-		after, ops := before, []jsonpatch.JsonPatchOperation(nil)
-		if _, recorded := duck.BoundGeneration(before.Annotations, by); w.bind || recorded {
-			// An unbinding of a subject that does not carry b (only b's
-			// hold or rollout records) removes the records, runs no Undo.
-			after, ops, err = bindingStep(s.shape, before, apps...)
-		}
+		pl, err := planPatch(mctx, b, by, s, w, u, before)
 		if _, ok := errors.AsType[*PanicError](err); ok {
 			return nameSubject(err, subjectName)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		// The records of the change go in the same patch.
-		marked, err := recordChange(s.shape, u, by, b.GetGeneration(), w, before, after)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if marked != after {
-			after = marked
-			if ops, err = s.shape.CreatePatch(before, after); err != nil {
-				return fmt.Errorf("%s: create patch: %w", name, err)
-			}
-		}
 		if lastRejected != "" && u.GetResourceVersion() == lastRejected {
 			// Refused although nothing changed: the patch itself is wrong.
-			return refused(name, s.shape, app, before, after, lastRefusal)
+			return refused(name, s.shape, pl.app, pl.before, pl.after, lastRefusal)
 		}
-		if len(ops) == 0 {
+		if len(pl.ops) == 0 {
 			return nil
 		}
-		guarded, err := duck.Guard(u.Object, ops)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		body, err := duck.MarshalPatch(guarded)
+		body, err := guardedPatch(u, pl.ops)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -394,6 +372,50 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		wait = min(2*wait, maxPatchWait)
 	}
+}
+
+// plannedPatch is what one work does to one subject as read: its pod
+// template before and after, the JSON patch between them (the records
+// of the change included), and the application whose outcome it is.
+type plannedPatch struct {
+	before, after *duck.WithPod
+	ops           []jsonpatch.JsonPatchOperation
+	app           application
+}
+
+// planPatch computes what w does to the subject u, read as before, that
+// records b as by: Do or Undo on its pod template, and the records of the
+// change in the same patch. An unbinding of a subject that does not carry
+// b (only b's hold or rollout records) removes the records and runs no
+// Undo. A *PanicError is the Binding's code's.
+func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w work, u *unstructured.Unstructured, before *duck.WithPod) (plannedPatch, error) {
+	var err error
+	apps := applications(mctx, b, by, w, true)
+	pl := plannedPatch{before: before, after: before, app: apps[len(apps)-1]}
+	if _, recorded := duck.BoundGeneration(before.Annotations, by); w.bind || recorded {
+		if pl.after, pl.ops, err = bindingStep(s.shape, before, apps...); err != nil {
+			return plannedPatch{}, err
+		}
+	}
+	marked, err := recordChange(s.shape, u, by, b.GetGeneration(), w, before, pl.after)
+	if err != nil || marked == pl.after {
+		return pl, err
+	}
+	pl.after = marked
+	if pl.ops, err = s.shape.CreatePatch(before, marked); err != nil {
+		return plannedPatch{}, fmt.Errorf("create patch: %w", err)
+	}
+	return pl, nil
+}
+
+// guardedPatch is ops, guarded against u (duck.Guard), as the body of a
+// JSON patch.
+func guardedPatch(u *unstructured.Unstructured, ops []jsonpatch.JsonPatchOperation) ([]byte, error) {
+	guarded, err := duck.Guard(u.Object, ops)
+	if err != nil {
+		return nil, err
+	}
+	return duck.MarshalPatch(guarded)
 }
 
 // readSubject reads subject name. A cached read is served from the
