@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,6 +79,10 @@ type Options struct {
 	// a cluster does for webhooks that authenticate their caller. The CA
 	// that signed it is in Environment.WebhookClientCAFile.
 	WebhookClientAuth bool
+
+	// pickPorts, when set, replaces freePorts, for tests that hand Start
+	// a port another process holds.
+	pickPorts func(n int) ([]int, error)
 }
 
 // Environment is a running etcd and kube-apiserver, and kube-controller-manager
@@ -103,21 +106,23 @@ type Environment struct {
 	Version version.Info
 
 	etcd, apiserver, controllerManager, scheduler, kwok *process
+	etcdURL                                             string // the client URL
 	stopGrace                                           time.Duration
 }
 
 const (
 	defaultStartTimeout = 90 * time.Second
 	defaultStopGrace    = 15 * time.Second
-	// startAttempts covers the rare case where another process takes one of
-	// the free ports between our probe and the server's bind.
-	startAttempts = 3
 )
 
 // Start launches etcd and kube-apiserver on free 127.0.0.1 ports and returns
 // once the kube-apiserver reports ready and opts.CRDPaths are established.
-// A failed start cleans up after itself and returns an error that quotes the
-// tail of the failing process's log.
+// None of the control plane's processes can bind port 0 and report the
+// port it got, so Start chooses free ports for them; when another process
+// takes one between the choice and the bind, Start starts that process
+// again on new ports (see onFreePorts), so a port taken under load never
+// fails a start. A failed start cleans up after itself and returns an
+// error that quotes the tail of the failing process's log.
 func Start(ctx context.Context, opts Options) (*Environment, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
@@ -161,17 +166,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
-
-	for attempt := 1; ; attempt++ {
-		env, err := start(ctx, binDir, kwokPath, minor, opts)
-		if err == nil {
-			return env, nil
-		}
-		if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
-			return nil, err
-		}
-		progress(opts.Progress, "a port was taken, retrying with new ports")
-	}
+	return start(ctx, binDir, kwokPath, minor, opts)
 }
 
 func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_ *Environment, err error) {
@@ -188,18 +183,10 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 		}
 	}()
 
-	ports, err := freePorts(6)
-	if err != nil {
-		return nil, err
-	}
-	etcdClient, etcdPeer, apiPort, controllerManagerPort := ports[0], ports[1], ports[2], ports[3]
-	schedulerPort, kwokPort := ports[4], ports[5]
-
-	progress(opts.Progress, "starting etcd on 127.0.0.1:%d", etcdClient)
-	if env.etcd, err = startEtcd(binDir, dir, etcdClient, etcdPeer); err != nil {
-		return nil, err
-	}
-	if err := waitHealthy(ctx, env.etcd, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/health", etcdClient)); err != nil {
+	if err := opts.onFreePorts("etcd", 2, func(ports []int) error {
+		progress(opts.Progress, "starting etcd on 127.0.0.1:%d", ports[0])
+		return env.startEtcd(ctx, binDir, ports[0], ports[1])
+	}); err != nil {
 		return nil, err
 	}
 
@@ -212,28 +199,16 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 			return nil, err
 		}
 	}
-	progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", apiPort)
 	var extra []string
 	if opts.Audit {
 		if extra, err = auditArgs(dir); err != nil {
 			return nil, err
 		}
 	}
-	if env.apiserver, err = startAPIServer(binDir, dir, files, etcdClient, apiPort, extra...); err != nil {
-		return nil, err
-	}
-
-	env.Config = &rest.Config{
-		Host:            fmt.Sprintf("https://127.0.0.1:%d", apiPort),
-		BearerToken:     files.adminToken,
-		TLSClientConfig: rest.TLSClientConfig{CAData: files.serving.CAPEM},
-		QPS:             -1, // no client-side throttling: tests and benchmarks measure the server
-	}
-	httpClient, err := rest.HTTPClientFor(env.Config)
-	if err != nil {
-		return nil, fmt.Errorf("build client for kube-apiserver: %w", err)
-	}
-	if err := waitHealthy(ctx, env.apiserver, httpClient, env.Config.Host+"/readyz"); err != nil {
+	if err := opts.onFreePorts(apiServerBinary, 1, func(ports []int) error {
+		progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", ports[0])
+		return env.startAPIServer(ctx, binDir, files, ports[0], extra)
+	}); err != nil {
 		return nil, err
 	}
 	if err := env.checkVersion(minor); err != nil {
@@ -243,18 +218,24 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 		return nil, err
 	}
 	if opts.ControllerManager {
-		progress(opts.Progress, "starting kube-controller-manager on 127.0.0.1:%d (%s)", controllerManagerPort, strings.Join(opts.Controllers, ","))
-		if err := env.startControllerManager(ctx, binDir, files, controllerManagerPort, opts.Controllers); err != nil {
+		if err := opts.onFreePorts(controllerManagerBinary, 1, func(ports []int) error {
+			progress(opts.Progress, "starting kube-controller-manager on 127.0.0.1:%d (%s)", ports[0], strings.Join(opts.Controllers, ","))
+			return env.startControllerManager(ctx, binDir, files, ports[0], opts.Controllers)
+		}); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Workloads {
-		progress(opts.Progress, "starting kube-scheduler on 127.0.0.1:%d", schedulerPort)
-		if err := env.startScheduler(ctx, binDir, files, schedulerPort); err != nil {
+		if err := opts.onFreePorts(schedulerBinary, 1, func(ports []int) error {
+			progress(opts.Progress, "starting kube-scheduler on 127.0.0.1:%d", ports[0])
+			return env.startScheduler(ctx, binDir, files, ports[0])
+		}); err != nil {
 			return nil, err
 		}
-		progress(opts.Progress, "starting kwok on 127.0.0.1:%d with %d fake nodes", kwokPort, opts.Nodes)
-		if err := env.startKwok(ctx, kwokPath, kwokPort, opts.Nodes); err != nil {
+		if err := opts.onFreePorts(kwokBinary, 1, func(ports []int) error {
+			progress(opts.Progress, "starting kwok on 127.0.0.1:%d with %d fake nodes", ports[0], opts.Nodes)
+			return env.startKwok(ctx, kwokPath, ports[0], opts.Nodes)
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -296,12 +277,15 @@ func (e *Environment) PIDs() []int {
 	return pids
 }
 
-func startEtcd(binDir, dir string, clientPort, peerPort int) (*process, error) {
+// startEtcd runs etcd on the client and peer ports and waits for its
+// /health; a process that fails is stopped.
+func (e *Environment) startEtcd(ctx context.Context, binDir string, clientPort, peerPort int) error {
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	return startProcess(etcdBinary, filepath.Join(binDir, etcdBinary), []string{
+	p, err := startProcess(etcdBinary, filepath.Join(binDir, etcdBinary), []string{
 		"--name=envtest",
-		"--data-dir=" + filepath.Join(dir, "etcd-data"),
+		// A new store per attempt: one a failed start left is not reused.
+		"--data-dir=" + filepath.Join(e.Dir, fmt.Sprintf("etcd-data-%d", clientPort)),
 		"--listen-client-urls=" + clientURL,
 		"--advertise-client-urls=" + clientURL,
 		"--listen-peer-urls=" + peerURL,
@@ -310,7 +294,12 @@ func startEtcd(binDir, dir string, clientPort, peerPort int) (*process, error) {
 		// A throw-away store: durability buys nothing and fsync costs seconds.
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
-	}, dir)
+	}, e.Dir)
+	if err != nil {
+		return err
+	}
+	e.etcd, e.etcdURL = p, clientURL
+	return e.stopIfFailed(p, waitHealthy(ctx, p, http.DefaultClient, clientURL+"/health"))
 }
 
 // apiServerFiles are the credentials written for kube-apiserver.
@@ -361,9 +350,12 @@ func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
 	return f, nil
 }
 
-func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int, extra ...string) (*process, error) {
-	return startProcess(apiServerBinary, filepath.Join(binDir, apiServerBinary), append([]string{
-		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+// startAPIServer runs kube-apiserver on port, against the environment's
+// etcd, sets Config to reach it and waits for its /readyz; a process that
+// fails is stopped.
+func (e *Environment) startAPIServer(ctx context.Context, binDir string, f *apiServerFiles, port int, extra []string) error {
+	p, err := startProcess(apiServerBinary, filepath.Join(binDir, apiServerBinary), append([]string{
+		"--etcd-servers=" + e.etcdURL,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		// v1.37 refuses a loopback advertise address while it reconciles the
@@ -384,9 +376,35 @@ func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int, e
 		// in a namespace a moment old fails until the serviceaccount
 		// controller has made "default", and tests create Pods at once.
 		"--disable-admission-plugins=ServiceAccount",
-		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(e.Dir, "apiserver-certs"),
 		"--v=0",
-	}, append(f.extraArgs, extra...)...), dir)
+	}, append(f.extraArgs, extra...)...), e.Dir)
+	if err != nil {
+		return err
+	}
+	e.apiserver = p
+	e.Config = &rest.Config{
+		Host:            fmt.Sprintf("https://127.0.0.1:%d", port),
+		BearerToken:     f.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: f.serving.CAPEM},
+		QPS:             -1, // no client-side throttling: tests and benchmarks measure the server
+	}
+	httpClient, err := rest.HTTPClientFor(e.Config)
+	if err != nil {
+		return e.stopIfFailed(p, fmt.Errorf("build client for kube-apiserver: %w", err))
+	}
+	return e.stopIfFailed(p, waitHealthy(ctx, p, httpClient, e.Config.Host+"/readyz"))
+}
+
+// stopIfFailed stops p when err is not nil, so that a start retried on
+// other ports leaves no process behind, and returns err.
+func (e *Environment) stopIfFailed(p *process, err error) error {
+	if err != nil {
+		if stopErr := p.stop(e.stopGrace); stopErr != nil {
+			return errors.Join(err, stopErr)
+		}
+	}
+	return err
 }
 
 // waitHealthy polls url until it answers 200, the process exits, or ctx ends.
@@ -433,31 +451,6 @@ func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return path, nil
-}
-
-// FreePort asks the kernel for a free port on 127.0.0.1, for a server a
-// test or the demo starts beside the control plane (a webhook, say).
-func FreePort() (int, error) {
-	ports, err := freePorts(1)
-	if err != nil {
-		return 0, err
-	}
-	return ports[0], nil
-}
-
-// freePorts asks the kernel for n distinct free ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		// Keep each listener open until all are chosen so none repeats.
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func progress(w io.Writer, format string, args ...any) {
