@@ -101,12 +101,8 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 
 	// bindkit: the example binary as users run it.
 	binary := buildBinary(b, controllerPackage)
-	port, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	installWebhook(b, kube, port)
-	ctrl := startController(b, env, binary, port)
+	createSystemNamespace(b, kube)
+	ctrl := startController(b, env, binary)
 	b.Cleanup(func() { ctrl.stop(b) })
 	binding := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersionResource().GroupVersion().String(), "kind": "GithubBinding",
@@ -237,19 +233,15 @@ func sinkBound(d *appsv1.Deployment) bool {
 }
 
 // startSinkController starts the sinkbinding example binary as users run
-// it, with free ports for its metrics and probes; admitting by policy, it
-// serves no webhook.
+// it, with ports the kernel picks for its metrics and probes; admitting by
+// policy, it serves no webhook.
 func startSinkController(b *testing.B, env *testenv.Environment) *process {
 	b.Helper()
-	probePort, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
 	return startProcess(b, env.Dir, buildBinary(b, "./examples/sinkbinding/cmd/controller"), []string{
 		"--kubeconfig=" + env.KubeconfigPath,
 		"--disable-ha",
 		"--metrics-address=127.0.0.1:0",
-		"--probe-port=" + strconv.Itoa(probePort),
+		"--probe-port=0",
 	}, []string{"SYSTEM_NAMESPACE=" + demo.SystemNamespace}, false)
 }
 

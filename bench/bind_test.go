@@ -102,14 +102,14 @@ type bindBench struct {
 	kube       kubernetes.Interface
 	dyn        dynamic.Interface
 	binary     string
-	port       int
 	profileDir string
 }
 
 // newBindBench builds the example controller (the profiled build when
-// BINDKIT_BENCH_CPUPROFILE is set), picks a free webhook port and installs
-// the webhook configuration on env: what BenchmarkBind and
-// BenchmarkManyBindings share.
+// BINDKIT_BENCH_CPUPROFILE is set) and creates its system namespace on env
+// (each controller it starts points the webhook configuration at its own
+// port: startController): what BenchmarkBind and BenchmarkManyBindings
+// share.
 func newBindBench(b *testing.B, env *testenv.Environment) *bindBench {
 	bb := &bindBench{
 		env:        env,
@@ -122,12 +122,7 @@ func newBindBench(b *testing.B, env *testenv.Environment) *bindBench {
 	} else {
 		bb.binary = buildBinary(b, controllerPackage)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bb.port = port
-	installWebhook(b, bb.kube, port)
+	createSystemNamespace(b, bb.kube)
 	return bb
 }
 
@@ -255,7 +250,7 @@ func (bb *bindBench) bindkit(b *testing.B, n int) {
 			profile = filepath.Join(bb.profileDir, fmt.Sprintf("controller-n%d-%d-%d.prof", n, time.Now().Unix(), i))
 			extraEnv = append(extraEnv, "BINDKIT_CPUPROFILE="+profile)
 		}
-		ctrl := startController(b, bb.env, bb.binary, bb.port, extraEnv...)
+		ctrl := startController(b, bb.env, bb.binary, extraEnv...)
 		w := watchBound(b, bb.kube, ns, n, githubBound)
 		binding := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": v1alpha1.GroupVersionResource().GroupVersion().String(), "kind": "GithubBinding",

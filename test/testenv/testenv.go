@@ -41,9 +41,6 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	return envtest.Start(ctx, withRepoBinDir(opts))
 }
 
-// FreePort is envtest.FreePort.
-func FreePort() (int, error) { return envtest.FreePort() }
-
 // NewServingCert is envtest.NewServingCert.
 func NewServingCert(hosts ...string) (*ServingCert, error) { return envtest.NewServingCert(hosts...) }
 

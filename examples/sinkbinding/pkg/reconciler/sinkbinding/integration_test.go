@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -185,19 +183,14 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := demo.WebhookConfigurationAt(filepath.Join(root, "examples/sinkbinding/config/500-webhook-configuration.yaml"), port)
+	// Installed once the first process reports its port (start).
+	cfgPath := filepath.Join(root, "examples/sinkbinding/config/500-webhook-configuration.yaml")
+	cfg, err := demo.WebhookConfigurationAt(cfgPath, 0)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	binary := filepath.Join(t.TempDir(), "sinkbinding-controller")
@@ -249,10 +242,30 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 		}
 	}
 
+	// Each process binds a port the kernel picks. The configuration
+	// reaches the latest process's webhook, or, for a process that serves
+	// none (admitting by policy, which takes the webhook out of the path),
+	// its probes, where no admission is served.
+	port := 0
 	start := func(args ...string) *demo.Controller {
 		t.Helper()
-		ctrl, err := demo.StartController(env, binary, port, args...)
+		ctrl, err := demo.StartController(env, binary, args...)
 		if err != nil {
+			t.Fatal(err)
+		}
+		previous := port
+		if port = ctrl.WebhookPort; port == 0 {
+			port = ctrl.ProbePort
+		}
+		if previous == 0 {
+			if cfg, err = demo.WebhookConfigurationAt(cfgPath, port); err == nil {
+				_, err = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
+			}
+		} else {
+			err = demo.PointWebhookConfiguration(ctx, kube, cfg.Name, previous, port)
+		}
+		if err != nil {
+			ctrl.Kill()
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
@@ -310,9 +323,8 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 		return map[bool]string{true: "", false: "webhook still has rules"}[n == 0], err
 	})
 	boundAtAdmission("the policy to bind at admission")
-	if conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second); err == nil {
-		conn.Close()
-		t.Errorf("something listens on the webhook port %d: a process admitting by policy runs no webhook server", port)
+	if ctrl.Addresses.Webhook != "" {
+		t.Errorf("webhook listening on %s: a process admitting by policy runs no webhook server", ctrl.Addresses.Webhook)
 	}
 	if _, err := kube.CoreV1().Secrets(demo.SystemNamespace).Get(ctx, webhook.DefaultSecretName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("certificates Secret %s/%s: %v; a process admitting by policy needs no certificates", demo.SystemNamespace, webhook.DefaultSecretName, err)
