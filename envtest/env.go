@@ -108,6 +108,15 @@ type Environment struct {
 	etcd, apiserver, controllerManager, scheduler, kwok *process
 	etcdURL                                             string // the client URL
 	stopGrace                                           time.Duration
+
+	// What the control plane runs (Options with their defaults) and where
+	// the audit log is, for Describe and Attach.
+	opts     Options
+	minor    string
+	auditLog string
+	// pids are those of a control plane Attach found running, which this
+	// Environment does not own.
+	pids []int
 }
 
 const (
@@ -124,6 +133,60 @@ const (
 // fails a start. A failed start cleans up after itself and returns an
 // error that quotes the tail of the failing process's log.
 func Start(ctx context.Context, opts Options) (*Environment, error) {
+	r, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.StartTimeout)
+	defer cancel()
+	return start(ctx, r.binDir, r.kwokPath, r.minor, r.opts)
+}
+
+// CheckBinaries reports, without starting anything, whether Start would
+// find the binaries opts needs: nil, or an error wrapping
+// ErrBinariesMissing that says where it looked and how to build them (or
+// another error for options Start refuses). A test whose set-up is slow
+// calls it to skip before that set-up rather than after.
+func CheckBinaries(opts Options) error {
+	_, err := resolve(opts)
+	return err
+}
+
+// resolved is what Start runs: opts with their defaults, the minor and
+// where its binaries are.
+type resolved struct {
+	opts                    Options
+	minor, binDir, kwokPath string
+}
+
+// resolve applies opts' defaults, and finds the binaries they need.
+func resolve(opts Options) (resolved, error) {
+	opts, minor, err := opts.withDefaults()
+	if err != nil {
+		return resolved{}, err
+	}
+	names := []string{etcdBinary, apiServerBinary}
+	if opts.Workloads {
+		names = append(names, schedulerBinary)
+	}
+	if opts.ControllerManager {
+		names = append(names, controllerManagerBinary)
+	}
+	r := resolved{opts: opts, minor: minor}
+	if r.binDir, err = resolveBinDir(opts.BinDir, minor, names); err != nil {
+		return resolved{}, err
+	}
+	if opts.Workloads {
+		if r.kwokPath, err = resolveKwok(r.binDir); err != nil {
+			return resolved{}, err
+		}
+	}
+	return r, nil
+}
+
+// withDefaults returns opts with their defaults, and the minor they ask
+// for.
+func (opts Options) withDefaults() (Options, string, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
 	}
@@ -132,21 +195,18 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 	minor, err := resolveMinor(opts.KubeMinor)
 	if err != nil {
-		return nil, err
+		return opts, "", err
 	}
 	if opts.Nodes < 0 {
-		return nil, errNoNodes
+		return opts, "", errNoNodes
 	}
-	names := []string{etcdBinary, apiServerBinary}
 	if opts.Workloads {
 		opts.ControllerManager = true
 		if opts.Nodes == 0 {
 			opts.Nodes = defaultNodes
 		}
-		names = append(names, schedulerBinary)
 	}
 	if opts.ControllerManager {
-		names = append(names, controllerManagerBinary)
 		if len(opts.Controllers) == 0 {
 			opts.Controllers = DefaultControllers()
 		}
@@ -154,19 +214,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 			opts.Controllers = withWorkloadControllers(opts.Controllers)
 		}
 	}
-	binDir, err := resolveBinDir(opts.BinDir, minor, names)
-	if err != nil {
-		return nil, err
-	}
-	var kwokPath string
-	if opts.Workloads {
-		if kwokPath, err = resolveKwok(binDir); err != nil {
-			return nil, err
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
-	defer cancel()
-	return start(ctx, binDir, kwokPath, minor, opts)
+	return opts, minor, nil
 }
 
 func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_ *Environment, err error) {
@@ -174,7 +222,7 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 	if err != nil {
 		return nil, fmt.Errorf("create temp dir: %w", err)
 	}
-	env := &Environment{Dir: dir, stopGrace: opts.StopGrace}
+	env := &Environment{Dir: dir, stopGrace: opts.StopGrace, opts: opts, minor: minor}
 	defer func() {
 		if err != nil {
 			if stopErr := env.Stop(); stopErr != nil {
@@ -204,6 +252,7 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 		if extra, err = auditArgs(dir); err != nil {
 			return nil, err
 		}
+		env.auditLog = auditLogPath(dir)
 	}
 	if err := opts.onFreePorts(apiServerBinary, 1, func(ports []int) error {
 		progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", ports[0])
@@ -268,6 +317,9 @@ func (e *Environment) Stop() error {
 // run, kube-controller-manager, kube-scheduler and kwok, for callers that
 // check nothing outlives Stop.
 func (e *Environment) PIDs() []int {
+	if e.etcd == nil {
+		return e.pids // attached: another process's control plane
+	}
 	pids := []int{e.etcd.pid(), e.apiserver.pid()}
 	for _, p := range []*process{e.controllerManager, e.scheduler, e.kwok} {
 		if p != nil {

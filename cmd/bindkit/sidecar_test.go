@@ -17,6 +17,7 @@ import (
 // mistakes in Do or Undo fails the generated contract test with one
 // failure that names the cause, at the test's line.
 func TestNewContractFindsAuthorsMistakes(t *testing.T) {
+	skipWithoutControlPlane(t)
 	checkout, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
