@@ -110,7 +110,7 @@ func TestAttachWithRealControlPlane(t *testing.T) {
 	}
 
 	_, err = Attach(context.Background(), path, Options{Workloads: true})
-	if err == nil || !strings.Contains(err.Error(), "does not run workloads (Options.Workloads)") || !strings.Contains(err.Error(), ControlPlaneEnv) {
+	if err == nil || !strings.Contains(err.Error(), "workloads (Options.Workloads)") || !strings.Contains(err.Error(), ControlPlaneEnv) {
 		t.Errorf("Attach asking for workloads = %v, want an error naming them and %s", err, ControlPlaneEnv)
 	}
 }

@@ -459,6 +459,11 @@ func (e *Environment) stopIfFailed(p *process, err error) error {
 	return err
 }
 
+// healthRequestTimeout bounds one health request. A port another process
+// took may accept a connection and never answer; the request also ends
+// as soon as the process exits, so its exit is seen at once.
+const healthRequestTimeout = 5 * time.Second
+
 // waitHealthy polls url until it answers 200, the process exits, or ctx ends.
 func waitHealthy(ctx context.Context, p *process, client *http.Client, url string) error {
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -468,8 +473,17 @@ func waitHealthy(ctx context.Context, p *process, client *http.Client, url strin
 		if err := p.exitedError(); err != nil {
 			return err
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		reqCtx, cancel := context.WithTimeout(ctx, healthRequestTimeout)
+		go func() {
+			select {
+			case <-p.done:
+				cancel()
+			case <-reqCtx.Done():
+			}
+		}()
+		req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, url, nil)
 		if err != nil {
+			cancel()
 			return fmt.Errorf("%s: health request: %w", p.name, err)
 		}
 		resp, err := client.Do(req)
@@ -477,12 +491,14 @@ func waitHealthy(ctx context.Context, p *process, client *http.Client, url strin
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				cancel()
 				return nil
 			}
 			last = fmt.Sprintf("%s: %s", resp.Status, body)
 		} else {
 			last = err.Error()
 		}
+		cancel()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s not healthy at %s before %v (last answer: %s); last lines of %s:\n%s",

@@ -3,10 +3,12 @@ package envtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -44,8 +46,8 @@ func TestTakenPortsAreRetriedWithRealControlPlane(t *testing.T) {
 		picks++
 		return ports, nil
 	}
-	var log strings.Builder
-	env, err := Start(context.Background(), Options{Workloads: true, Progress: &log, pickPorts: pick})
+	log := &stampedLog{start: time.Now()}
+	env, err := Start(context.Background(), Options{Workloads: true, Progress: log, pickPorts: pick})
 	switch {
 	case errors.Is(err, ErrBinariesMissing) && !InCI():
 		t.Skipf("integration test needs a control plane: %v", err)
@@ -59,6 +61,7 @@ func TestTakenPortsAreRetriedWithRealControlPlane(t *testing.T) {
 	}()
 	var retried []string
 	for line := range strings.SplitSeq(log.String(), "\n") {
+		_, line, _ = strings.Cut(line, "s ") // the time stamp
 		if what, _, ok := strings.Cut(line, ": a port of "); ok {
 			retried = append(retried, what)
 		}
@@ -67,6 +70,7 @@ func TestTakenPortsAreRetriedWithRealControlPlane(t *testing.T) {
 	if diff := cmp.Diff(want, retried); diff != "" {
 		t.Errorf("processes retried on new ports (-want +got):\n%s\nprogress:\n%s", diff, log.String())
 	}
+	t.Logf("progress:\n%s", log.String())
 	if picks != len(script) {
 		t.Errorf("ports picked %d times, want %d", picks, len(script))
 	}
@@ -74,6 +78,19 @@ func TestTakenPortsAreRetriedWithRealControlPlane(t *testing.T) {
 		t.Errorf("PIDs() = %v, want 5 processes", env.PIDs())
 	}
 }
+
+// stampedLog keeps progress lines with the time since start.
+type stampedLog struct {
+	start time.Time
+	b     strings.Builder
+}
+
+func (l *stampedLog) Write(p []byte) (int, error) {
+	fmt.Fprintf(&l.b, "%6.2fs %s", time.Since(l.start).Seconds(), p)
+	return len(p), nil
+}
+
+func (l *stampedLog) String() string { return l.b.String() }
 
 // A start that fails for another reason than a taken port is not retried.
 func TestOnFreePortsRetriesOnlyATakenPort(t *testing.T) {
