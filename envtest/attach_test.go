@@ -42,7 +42,11 @@ func TestAttachChecksWhatTheControlPlaneRuns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts, minor, err := tt.opts.withDefaults()
+			opts := tt.opts
+			if opts.KubeMinor == "" {
+				opts.KubeMinor = NewestMinor // whatever BINDKIT_KUBE_MINOR says
+			}
+			opts, minor, err := opts.withDefaults()
 			if err != nil {
 				t.Fatal(err)
 			}
