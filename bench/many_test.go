@@ -215,7 +215,7 @@ func (mb *manyBench) bindkit(b *testing.B, n int) {
 			profile = filepath.Join(mb.profileDir, fmt.Sprintf("controller-many-n%d-%d.prof", n, time.Now().Unix()))
 			extraEnv = append(extraEnv, "BINDKIT_CPUPROFILE="+profile)
 		}
-		ctrl := startController(b, mb.env, mb.binary, mb.port, extraEnv...)
+		ctrl := startController(b, mb.env, mb.binary, extraEnv...)
 		before := readRequestCounts(b, mb.kube)
 		c0, s0, e0 := ctrl.cpu(), pidsCPU(mb.env.PIDs()), mb.etcdCPU()
 		if profile != "" {
