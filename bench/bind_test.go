@@ -249,7 +249,7 @@ func (bb *bindBench) floor(b *testing.B, n int) {
 // process bind the n Deployments.
 func (bb *bindBench) bindkit(b *testing.B, n int) {
 	start := func(b *testing.B, extraEnv ...string) *process {
-		return startController(b, bb.env, bb.binary, bb.port, extraEnv...)
+		return startController(b, bb.env, bb.binary, extraEnv...)
 	}
 	bb.bindWith(b, n, start, githubbinding.WebhookConfigurationName)
 }
