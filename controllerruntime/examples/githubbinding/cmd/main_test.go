@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/bindkit/bindkit/bindingtest"
-	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/envtest"
+	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/tracker"
 )
