@@ -51,8 +51,8 @@ const crWebhookName = "cr.bench.bindkit.dev"
 // for the webhook, side by side in one run and one control plane. Paths:
 //
 //   - path=none: a namespace no webhook selects (no configuration applies).
-//   - path=bindkit-unbound: the example binary (default flags, free ports)
-//     serving, one GithubBinding in another namespace, creates in a
+//   - path=bindkit-unbound: the example binary (default flags, ports the
+//     kernel picks) serving, one GithubBinding in another namespace, creates in a
 //     namespace without Bindings. The configuration's namespaceSelector
 //     names only namespaces holding a Binding, so the kube-apiserver calls
 //     no webhook (webhook-calls/op says so).
