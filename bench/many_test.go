@@ -37,8 +37,7 @@ const manyDeployments = 3
 // BenchmarkManyBindings times the common shape (issue 25 item 3): n
 // namespaces, each with one selector GithubBinding and 3 Deployments,
 // through the example binary (default flags, ports the kernel picks),
-// against a
-// client-go floor that sends the same necessary writes. The timer runs
+// against a client-go floor that sends the same necessary writes. The timer runs
 // from the first Binding's create until every Binding is Ready (floor: has
 // its status written), the n creates included for both. impl=bindkit: a
 // fresh controller, ready before the timer starts, does the rest. impl=floor:
