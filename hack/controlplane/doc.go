@@ -12,7 +12,9 @@
 // By default it runs what most packages ask for: etcd, kube-apiserver with
 // an audit log and webhook client authentication, and
 // kube-controller-manager; -workloads adds kube-scheduler and kwok's nodes
-// for the packages that run pods (test/e2e, test/rollout, test/demo), and
-// -minor 1.36 runs the older minor. A package that asks for more than the
-// control plane runs fails at once, saying what is missing.
+// for the packages that run pods (test/e2e, test/rollout, test/operator,
+// test/demo, test/faults/rollout), and -minor 1.36 runs the older minor.
+// A package that asks for more than the control plane runs fails at once,
+// saying what is missing. CONTRIBUTING.md, "The test loop", says how much
+// it saves.
 package main
