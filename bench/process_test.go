@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,39 +115,18 @@ func createSystemNamespace(tb testing.TB, kube kubernetes.Interface) {
 // installWebhook creates config/500-webhook-configuration.yaml as config/
 // installs it for the example, with a URL client config to 127.0.0.1:port
 // instead of the Service, as the demo does; when it is installed already
-// (an earlier controller's), it points it at port. The controller's leader
-// fills in rules, selectors and the CA.
+// (an earlier controller's), it points it at port
+// (demo.InstallWebhookConfiguration). The controller's leader fills in
+// rules, selectors and the CA.
 func installWebhook(tb testing.TB, kube kubernetes.Interface, port int) {
 	tb.Helper()
-	ctx := context.Background()
 	mwc, err := demo.WebhookConfiguration("..", port)
+	if err == nil {
+		err = demo.InstallWebhookConfiguration(context.Background(), kube, mwc)
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
-	api := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	installed, err := api.Get(ctx, mwc.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, mwc, metav1.CreateOptions{})
-	case err == nil:
-		from, _ := strconv.Atoi(urlPort(installed))
-		err = demo.PointWebhookConfiguration(ctx, kube, mwc.Name, from, port)
-	}
-	if err != nil {
-		tb.Fatalf("install MutatingWebhookConfiguration %s: %v", mwc.Name, err)
-	}
-}
-
-// urlPort is the port of the first webhook's URL in cfg, or "".
-func urlPort(cfg *admissionregistrationv1.MutatingWebhookConfiguration) string {
-	for _, w := range cfg.Webhooks {
-		if w.ClientConfig.URL != nil {
-			if u, err := url.Parse(*w.ClientConfig.URL); err == nil {
-				return u.Port()
-			}
-		}
-	}
-	return ""
 }
 
 // waitWebhookIdle waits until the controller has taken every rule out of the
