@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/bindkit/bindkit/duck"
 )
@@ -50,10 +51,10 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 		return 0, nil
 	}
 	p := &patchRun{sem: r.slots()}
-	patch := func(w work, first *unstructured.Unstructured) {
+	start := func(w work, first *unstructured.Unstructured, lock *subjectLock) {
 		p.sem <- struct{}{}
 		p.wg.Go(func() {
-			defer func() { <-p.sem }()
+			defer func() { r.subjectLocks.unlock(lock); <-p.sem }()
 			err := r.patchSubject(ctx, mctx, b, s, w, first)
 			switch {
 			case err != nil:
@@ -62,6 +63,17 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 				p.bound.Add(1)
 			}
 		})
+	}
+	// A subject another reconcile is patching is patched after the rest,
+	// rather than waited for in turn: reconciles of Bindings that select
+	// the same subjects spread over them instead of queueing at each.
+	var later []work
+	patch := func(w work, first *unstructured.Unstructured) {
+		if lock, ok := r.subjectLocks.tryLock(s.key(w.name)); ok {
+			start(w, first, lock)
+			return
+		}
+		later = append(later, w)
 	}
 	rest := todo
 	if s.ref.Selector != nil && binds(todo) >= listThreshold {
@@ -72,6 +84,12 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 			break // demoted or shutting down: no new writes
 		}
 		patch(w, nil)
+	}
+	for _, w := range later {
+		if ctx.Err() != nil {
+			break
+		}
+		start(w, nil, r.subjectLocks.lock(s.key(w.name)))
 	}
 	p.wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -276,7 +294,8 @@ func summarize(errs []error) error {
 // the patch depends on, it reads the subject again and starts over. A
 // subject that is gone is no error. If first is not nil, the first attempt
 // patches it instead of reading the subject (the guard makes a stale first
-// as safe as a stale read).
+// as safe as a stale read), unless this process patched the subject
+// recently (subjectLocks). The caller holds the subject's lock.
 func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *subject, w work, first *unstructured.Unstructured) error {
 	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
 	subjectName := fmt.Sprintf("%s %s/%s", s.gvr.GroupResource(), s.ref.Namespace, w.name)
@@ -288,22 +307,14 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		lastRejected string // resourceVersion of the last object whose patch was refused
 		lastRefusal  error  // the API server's answer to it
 	)
+	fresh := r.subjectLocks.patchedRecently(s.key(w.name), time.Now())
+	if fresh {
+		first = nil // maybe patched since it was listed: read it from etcd
+	}
 	for attempt := 1; ; attempt++ {
 		u, err := first, error(nil)
-		switch {
-		case attempt == 1 && u == nil:
-			// The first read is served from the kube-apiserver's cache
-			// (resourceVersion "0"): no quorum read of etcd. It may be a
-			// moment behind; the guard makes that as safe as any stale
-			// read, and a guard that fails reads again from etcd. A cache
-			// that does not hold the subject yet (another kube-apiserver's
-			// than the informer's, say) is not believed: etcd is asked.
-			u, err = client.Get(ctx, w.name, metav1.GetOptions{ResourceVersion: "0"})
-			if apierrors.IsNotFound(err) {
-				u, err = client.Get(ctx, w.name, metav1.GetOptions{})
-			}
-		case attempt > 1:
-			u, err = client.Get(ctx, w.name, metav1.GetOptions{})
+		if u == nil {
+			u, err = readSubject(ctx, client, w.name, attempt == 1 && !fresh)
 		}
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -361,6 +372,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		err = r.sendPatch(ctx, s, w.name, body)
 		switch {
 		case err == nil:
+			r.subjectLocks.patched(s.key(w.name), time.Now())
 			observer.SubjectPatched(r.GVR.GroupResource(), w.bind)
 			return nil
 		case apierrors.IsNotFound(err):
@@ -374,7 +386,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		// A failed test comes back as 422 Invalid. If the subject did not
 		// change meanwhile, the next read says so and the loop ends above.
-		lastRejected, lastRefusal = u.GetResourceVersion(), err
+		lastRejected, lastRefusal, first = u.GetResourceVersion(), err, nil
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", name, ctx.Err())
@@ -382,6 +394,22 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		wait = min(2*wait, maxPatchWait)
 	}
+}
+
+// readSubject reads subject name. A cached read is served from the
+// kube-apiserver's cache (resourceVersion "0"): no quorum read of etcd. It
+// may be a moment behind; the guard makes that as safe as any stale read,
+// and a guard that fails reads again from etcd. A cache that does not
+// hold the subject yet (another kube-apiserver's than the informer's, say)
+// is not believed: etcd is asked.
+func readSubject(ctx context.Context, client dynamic.ResourceInterface, name string, cached bool) (*unstructured.Unstructured, error) {
+	if cached {
+		u, err := client.Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+		if !apierrors.IsNotFound(err) {
+			return u, err
+		}
+	}
+	return client.Get(ctx, name, metav1.GetOptions{})
 }
 
 // applications are what w does to a subject that records b as by: b's

@@ -221,6 +221,8 @@ type BaseReconciler struct {
 	// patchSlots holds a slot per subject patch in flight (PatchConcurrency).
 	slotsOnce  sync.Once
 	patchSlots chan struct{}
+	// subjectLocks serialize the patches of one subject.
+	subjectLocks subjectLocks
 }
 
 // check reports the required fields that are missing, once.

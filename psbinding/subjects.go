@@ -47,6 +47,11 @@ type subject struct {
 	shape duck.Shape
 }
 
+// key names the subject called name of s's resource and namespace.
+func (s *subject) key(name string) subjectKey {
+	return subjectKey{gvr: s.gvr, namespace: s.ref.Namespace, name: name}
+}
+
 // reconcileBinding brings b's subjects in line with b and records the
 // outcome in b's Ready condition.
 func (r *BaseReconciler) reconcileBinding(ctx context.Context, b Bindable) error {

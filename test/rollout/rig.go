@@ -224,6 +224,21 @@ func Poll(t testing.TB, timeout time.Duration, what string, check func() string)
 // a sink but whose pods do not all run it yet, Ready: what the workloads
 // show, whatever the Deployments' status says.
 func ChangedNotRolledOut(ctx context.Context, kube kubernetes.Interface, ns string) (int, []string, error) {
+	return podsBehind(ctx, kube, ns, func(d *appsv1.Deployment) bool { return SinkOf(d) != "" })
+}
+
+// TemplateNotRolledOut counts the Deployments of ns whose pods do not all
+// run their template's sink, or its lack of one, Ready: those whose pod
+// template is changing, bound or unbound. An update of a Deployment's
+// annotations alone (its generation counts those too, but no pod changes)
+// is not a change.
+func TemplateNotRolledOut(ctx context.Context, kube kubernetes.Interface, ns string) (int, []string, error) {
+	return podsBehind(ctx, kube, ns, func(*appsv1.Deployment) bool { return true })
+}
+
+// podsBehind counts the Deployments of ns that count says to look at and
+// whose pods do not all run their template's sink, Ready.
+func podsBehind(ctx context.Context, kube kubernetes.Interface, ns string, count func(*appsv1.Deployment) bool) (int, []string, error) {
 	deployments, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, nil, err
@@ -239,18 +254,19 @@ func ChangedNotRolledOut(ctx context.Context, kube kubernetes.Interface, ns stri
 	var names []string
 	for i := range deployments.Items {
 		d := &deployments.Items[i]
-		sink := SinkOf(d)
-		if sink == "" {
+		if !count(d) {
 			continue
 		}
+		sink := SinkOf(d)
 		ok := len(podsOf[d.Name]) > 0
 		for _, p := range podsOf[d.Name] {
 			ready := false
 			for _, c := range p.Status.Conditions {
 				ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
 			}
-			hasSink := slices.ContainsFunc(p.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == v1alpha1.SinkEnv && e.Value == sink })
-			ok = ok && ready && hasSink && p.DeletionTimestamp == nil
+			i := slices.IndexFunc(p.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == v1alpha1.SinkEnv })
+			runs := (sink == "" && i < 0) || (i >= 0 && p.Spec.Containers[0].Env[i].Value == sink)
+			ok = ok && ready && runs && p.DeletionTimestamp == nil
 		}
 		if !ok {
 			names = append(names, fmt.Sprintf("%s(%d pods)", d.Name, len(podsOf[d.Name])))
