@@ -30,7 +30,7 @@ OLDER_BINS    := $(OLDER_BIN)/kube-apiserver $(OLDER_BIN)/kube-controller-manage
 
 export BINDKIT_BIN_DIR := $(BIN)
 
-.PHONY: demo test tools vet unit
+.PHONY: demo test tools vet unit controlplane
 
 ## demo: run the githubbinding walkthrough on a local control plane.
 demo: $(NEWEST_BINS) $(KWOK)
@@ -92,6 +92,13 @@ vet:
 unit:
 	BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
 	cd $(CR_MODULE) && BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
+
+## controlplane: run a control plane until Ctrl-C and print how to point a
+## package's integration tests at it (CONTROLPLANE_FLAGS=-workloads for the
+## packages that run pods, -minor 1.36 for the older minor); see
+## CONTRIBUTING.md, "The test loop".
+controlplane: $(NEWEST_BINS) $(KWOK)
+	$(GO) run ./hack/controlplane $(CONTROLPLANE_FLAGS)
 
 .PHONY: generate
 ## generate: regenerate the examples' deep copies and CRDs with `bindkit generate`

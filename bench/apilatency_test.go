@@ -51,15 +51,15 @@ const crWebhookName = "cr.bench.bindkit.dev"
 // for the webhook, side by side in one run and one control plane. Paths:
 //
 //   - path=none: a namespace no webhook selects (no configuration applies).
-//   - path=bindkit-unbound: the example binary (default flags, free ports)
-//     serving, one GithubBinding in another namespace, creates in a
+//   - path=bindkit-unbound: the example binary (default flags, ports the
+//     kernel picks) serving, one GithubBinding in another namespace, creates in a
 //     namespace without Bindings. The configuration's namespaceSelector
 //     names only namespaces holding a Binding, so the kube-apiserver calls
 //     no webhook (webhook-calls/op says so).
 //   - path=bindkit: the same binary, a namespace whose selector GithubBinding
 //     selects every Deployment created there (the patch is applied).
-//   - path=policy: the sinkbinding example binary (default flags, free
-//     ports), a declarative kind admitted by MutatingAdmissionPolicy, its
+//   - path=policy: the sinkbinding example binary (default flags, ports
+//     the kernel picks), a declarative kind admitted by MutatingAdmissionPolicy, its
 //     webhook out of the path; a namespace whose selector SinkBinding
 //     selects every Deployment created there (K_SINK and the bound
 //     annotation applied by the kube-apiserver itself). No webhook is
@@ -101,12 +101,8 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 
 	// bindkit: the example binary as users run it.
 	binary := buildBinary(b, controllerPackage)
-	port, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	installWebhook(b, kube, port)
-	ctrl := startController(b, env, binary, port)
+	createSystemNamespace(b, kube)
+	ctrl := startController(b, env, binary)
 	b.Cleanup(func() { ctrl.stop(b) })
 	binding := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersionResource().GroupVersion().String(), "kind": "GithubBinding",
@@ -237,30 +233,22 @@ func sinkBound(d *appsv1.Deployment) bool {
 }
 
 // startSinkController starts the sinkbinding example binary as users run
-// it, with free ports for its webhook, metrics and probes, in a system
-// namespace of its own (so its certificates are not the githubbinding
-// controller's); admitting by policy, its webhook is out of the path once
-// the policy is in force.
+// it, with ports the kernel picks for its webhook, metrics and probes, in
+// a system namespace of its own (so its certificates are not the
+// githubbinding controller's); admitting by policy, its webhook is out of
+// the path once the policy is in force (no configuration here reaches it).
 func startSinkController(b *testing.B, env *testenv.Environment) *process {
 	b.Helper()
 	const system = "bindkit-sink-system"
 	if _, err := kubernetes.NewForConfigOrDie(env.Config).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: system}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	webhookPort, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	probePort, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
 	return startProcess(b, env.Dir, buildBinary(b, "./examples/sinkbinding/cmd/controller"), []string{
 		"--kubeconfig=" + env.KubeconfigPath,
 		"--disable-ha",
-		"--webhook-address=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort), "--webhook-ip-sans=127.0.0.1",
+		"--webhook-address=127.0.0.1", "--webhook-port=0", "--webhook-ip-sans=127.0.0.1",
 		"--metrics-address=127.0.0.1:0",
-		"--probe-port=" + strconv.Itoa(probePort),
+		"--probe-port=0",
 	}, []string{"SYSTEM_NAMESPACE=" + system}, false)
 }
 

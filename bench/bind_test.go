@@ -113,14 +113,14 @@ type bindBench struct {
 	kube       kubernetes.Interface
 	dyn        dynamic.Interface
 	binary     string
-	port       int
 	profileDir string
 }
 
 // newBindBench builds the example controller (the profiled build when
-// BINDKIT_BENCH_CPUPROFILE is set), picks a free webhook port and installs
-// the webhook configuration on env: what BenchmarkBind and
-// BenchmarkManyBindings share.
+// BINDKIT_BENCH_CPUPROFILE is set) and creates its system namespace on env
+// (each controller it starts points the webhook configuration at its own
+// port: startController): what BenchmarkBind and BenchmarkManyBindings
+// share.
 func newBindBench(b *testing.B, env *testenv.Environment) *bindBench {
 	bb := &bindBench{
 		env:        env,
@@ -133,12 +133,7 @@ func newBindBench(b *testing.B, env *testenv.Environment) *bindBench {
 	} else {
 		bb.binary = buildBinary(b, controllerPackage)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bb.port = port
-	installWebhook(b, bb.kube, port)
+	createSystemNamespace(b, bb.kube)
 	return bb
 }
 
@@ -254,7 +249,7 @@ func (bb *bindBench) floor(b *testing.B, n int) {
 // process bind the n Deployments.
 func (bb *bindBench) bindkit(b *testing.B, n int) {
 	start := func(b *testing.B, extraEnv ...string) *process {
-		return startController(b, bb.env, bb.binary, bb.port, extraEnv...)
+		return startController(b, bb.env, bb.binary, extraEnv...)
 	}
 	bb.bindWith(b, n, start, githubbinding.WebhookConfigurationName)
 }

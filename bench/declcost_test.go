@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -22,7 +20,6 @@ import (
 	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/test/demo"
 	"github.com/bindkit/bindkit/test/fixtures"
-	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // BenchmarkDeclarativeAdmissionCost measures what a declarative kind's
@@ -67,26 +64,32 @@ func BenchmarkDeclarativeAdmissionCost(b *testing.B) {
 			}
 		}
 	}
-	port, err := testenv.FreePort()
+	createSystemNamespace(b, kube)
+	const cfgPath = "../examples/sinkbinding/config/500-webhook-configuration.yaml"
+	cfg, err := demo.WebhookConfigurationAt(cfgPath, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := demo.WebhookConfigurationAt("../examples/sinkbinding/config/500-webhook-configuration.yaml", port)
-	if err != nil {
-		b.Fatal(err)
-	}
-	installWebhookConfiguration(b, kube, cfg)
 	binary := buildBinary(b, "./examples/sinkbinding/cmd/controller")
+	// start starts the binary with its listeners on ports the kernel
+	// picks, and points the webhook configuration (created the first
+	// time, as config/ installs it) at the port its webhook reported.
 	start := func(args ...string) *process {
-		probePort, err := testenv.FreePort()
+		listenFile := filepath.Join(b.TempDir(), "listen-addresses.json")
+		p := startProcess(b, env.Dir, binary, append([]string{
+			"--kubeconfig=" + env.KubeconfigPath, "--disable-ha",
+			"--webhook-address=127.0.0.1", "--webhook-port=0", "--webhook-ip-sans=127.0.0.1",
+			"--metrics-address=127.0.0.1:0", "--probe-port=0", "--listen-addresses-file=" + listenFile,
+		}, args...), []string{"SYSTEM_NAMESPACE=" + demo.SystemNamespace}, false)
+		installed, err := demo.WebhookConfigurationAt(cfgPath, p.webhookPort(b, listenFile))
+		if err == nil {
+			err = demo.InstallWebhookConfiguration(ctx, kube, installed)
+		}
 		if err != nil {
+			p.stop(b)
 			b.Fatal(err)
 		}
-		return startProcess(b, env.Dir, binary, append([]string{
-			"--kubeconfig=" + env.KubeconfigPath, "--disable-ha",
-			"--webhook-address=127.0.0.1", "--webhook-port=" + strconv.Itoa(port), "--webhook-ip-sans=127.0.0.1",
-			"--metrics-address=127.0.0.1:0", "--probe-port=" + strconv.Itoa(probePort),
-		}, args...), []string{"SYSTEM_NAMESPACE=" + demo.SystemNamespace}, false)
+		return p
 	}
 	policyName := policy.MutatingPolicyName(sinkv1alpha1.GroupVersionResource().GroupResource())
 	rules := func() int {
@@ -176,17 +179,4 @@ func deploymentLabelled(ns, name, app string) *appsv1.Deployment {
 	}
 	d.Labels["app"] = app
 	return d
-}
-
-// installWebhookConfiguration creates the system namespace and cfg, as
-// config/ installs them.
-func installWebhookConfiguration(tb testing.TB, kube kubernetes.Interface, cfg *admissionregistrationv1.MutatingWebhookConfiguration) {
-	tb.Helper()
-	ctx := context.Background()
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo.SystemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		tb.Fatal(err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		tb.Fatal(err)
-	}
 }

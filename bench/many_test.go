@@ -36,8 +36,8 @@ const manyDeployments = 3
 
 // BenchmarkManyBindings times the common shape (issue 25 item 3): n
 // namespaces, each with one selector GithubBinding and 3 Deployments,
-// through the example binary (default flags, free ports), against a
-// client-go floor that sends the same necessary writes. The timer runs
+// through the example binary (default flags, ports the kernel picks),
+// against a client-go floor that sends the same necessary writes. The timer runs
 // from the first Binding's create until every Binding is Ready (floor: has
 // its status written), the n creates included for both. impl=bindkit: a
 // fresh controller, ready before the timer starts, does the rest. impl=floor:
@@ -215,7 +215,7 @@ func (mb *manyBench) bindkit(b *testing.B, n int) {
 			profile = filepath.Join(mb.profileDir, fmt.Sprintf("controller-many-n%d-%d.prof", n, time.Now().Unix()))
 			extraEnv = append(extraEnv, "BINDKIT_CPUPROFILE="+profile)
 		}
-		ctrl := startController(b, mb.env, mb.binary, mb.port, extraEnv...)
+		ctrl := startController(b, mb.env, mb.binary, extraEnv...)
 		before := readRequestCounts(b, mb.kube)
 		c0, s0, e0 := ctrl.cpu(), pidsCPU(mb.env.PIDs()), mb.etcdCPU()
 		if profile != "" {

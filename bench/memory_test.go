@@ -85,12 +85,7 @@ func BenchmarkSubjectCache10000(b *testing.B) {
 		controller: buildBinary(b, controllerPackage),
 		typed:      buildBinary(b, typedInformerPackage),
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cb.port = port
-	installWebhook(b, cb.kube, port)
+	createSystemNamespace(b, cb.kube)
 
 	// The processes' figures with an empty cache, before any Deployment
 	// exists.
@@ -201,7 +196,6 @@ type cacheBench struct {
 	kube              kubernetes.Interface
 	dyn               dynamic.Interface
 	controller, typed string
-	port              int
 	baseNS            string
 }
 
@@ -214,7 +208,7 @@ type cacheBench struct {
 func (cb *cacheBench) controllerCache(b *testing.B, want int) memory {
 	b.Helper()
 	ctx := context.Background()
-	ctrl := startController(b, cb.env, cb.controller, cb.port)
+	ctrl := startController(b, cb.env, cb.controller)
 	bindings := cb.dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(cb.baseNS)
 	name := "cache-" + strconv.Itoa(want)
 	binding := &unstructured.Unstructured{Object: map[string]any{

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
+	"github.com/bindkit/bindkit/injection/sharedmain"
 	"github.com/bindkit/bindkit/test/demo"
 	"github.com/bindkit/bindkit/test/testenv"
 )
@@ -101,23 +102,30 @@ func buildBinary(tb testing.TB, pkg string) string {
 	return r.path
 }
 
-// installWebhook creates what config/ installs in a cluster for the example
-// (the system namespace and config/500-webhook-configuration.yaml), with a
-// URL client config to 127.0.0.1:port instead of the Service, as the demo
-// does. The controller's leader fills in rules, selectors and the CA.
-func installWebhook(tb testing.TB, kube kubernetes.Interface, port int) {
+// createSystemNamespace creates the namespace config/ installs the example
+// controller in.
+func createSystemNamespace(tb testing.TB, kube kubernetes.Interface) {
 	tb.Helper()
-	ctx := context.Background()
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo.SystemNamespace}}, metav1.CreateOptions{})
+	_, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo.SystemNamespace}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatalf("create namespace %s: %v", demo.SystemNamespace, err)
 	}
+}
+
+// installWebhook creates config/500-webhook-configuration.yaml as config/
+// installs it for the example, with a URL client config to 127.0.0.1:port
+// instead of the Service, as the demo does; when it is installed already
+// (an earlier controller's), it points it at port
+// (demo.InstallWebhookConfiguration). The controller's leader fills in
+// rules, selectors and the CA.
+func installWebhook(tb testing.TB, kube kubernetes.Interface, port int) {
+	tb.Helper()
 	mwc, err := demo.WebhookConfiguration("..", port)
+	if err == nil {
+		err = demo.InstallWebhookConfiguration(context.Background(), kube, mwc)
+	}
 	if err != nil {
 		tb.Fatal(err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
-		tb.Fatalf("create MutatingWebhookConfiguration %s: %v", mwc.Name, err)
 	}
 }
 
@@ -272,26 +280,50 @@ func (p *process) cpu() time.Duration { return pidsCPU([]int{p.pid()}) }
 // startController runs the example controller (or the profiled build of
 // it) with the flags a user needs to reach this control plane and nothing
 // else: the kubeconfig, the system namespace, no leader election (one
-// replica), where the webhook listens, and a free metrics port. Everything else, client QPS and
-// burst included, is the default. It returns once the webhook answers
-// /readyz over TLS with the certificate the controller wrote.
-func startController(tb testing.TB, env *testenv.Environment, binary string, port int, extraEnv ...string) *process {
+// replica), where the webhook listens, and ports the kernel picks for its
+// listeners (the default metrics port, :9090, fails the run when anything
+// else on the machine holds it), which it reports in a file. Everything
+// else, client QPS and burst included, is the default. It points the
+// webhook configuration at the port the webhook reported (installWebhook)
+// and returns once the webhook answers /readyz over TLS with the
+// certificate the controller wrote.
+func startController(tb testing.TB, env *testenv.Environment, binary string, extraEnv ...string) *process {
 	tb.Helper()
+	listenFile := filepath.Join(tb.TempDir(), "listen-addresses.json")
 	p := startProcess(tb, env.Dir, binary, []string{
 		"--kubeconfig=" + env.KubeconfigPath,
 		"--disable-ha",
 		"--webhook-address=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(port),
+		"--webhook-port=0",
 		"--webhook-ip-sans=127.0.0.1",
-		// A free port for metrics: the default, :9090, fails the run when
-		// anything else on the machine holds it.
 		"--metrics-address=127.0.0.1:0",
+		"--probe-port=0",
+		"--listen-addresses-file=" + listenFile,
 	}, append([]string{"SYSTEM_NAMESPACE=" + demo.SystemNamespace}, extraEnv...), false)
-	if err := demo.WaitReady(context.Background(), kubernetes.NewForConfigOrDie(env.Config), port, 2*time.Minute); err != nil {
+	port := p.webhookPort(tb, listenFile)
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	installWebhook(tb, kube, port)
+	if err := demo.WaitReady(context.Background(), kube, port, 2*time.Minute); err != nil {
 		p.stop(tb)
 		tb.Fatalf("%v\n%s", err, p.logTail())
 	}
 	return p
+}
+
+// webhookPort waits, at most a minute, for the port the process reports
+// its webhook bound in listenFile (--listen-addresses-file).
+func (p *process) webhookPort(tb testing.TB, listenFile string) int {
+	tb.Helper()
+	var addrs sharedmain.ListenAddresses
+	poll(tb, time.Minute, p.name+"'s listen addresses", func() (bool, error) {
+		if err := p.exited(); err != nil {
+			return false, err
+		}
+		var err error
+		addrs, err = sharedmain.ReadListenAddresses(listenFile)
+		return err == nil, nil
+	})
+	return addrs.WebhookPort()
 }
 
 // poll runs cond every 100ms until it reports true, fails tb on its error or

@@ -2,6 +2,7 @@ package bindingtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -52,11 +54,13 @@ type RunOptions struct {
 	// and its Lease. Default: a namespace made for the test.
 	SystemNamespace string
 	// Flags are the process's command-line settings. Run sets what reaches
-	// the control plane (Kubeconfig, the webhook's address, port and IP
-	// SANs) and, when they are zero, shortens WebhookGracePeriod to a
-	// second and serves metrics on a free port of 127.0.0.1; everything
-	// else is sharedmain's default, leader election included, as a binary
-	// started without flags runs.
+	// the control plane (Kubeconfig, the webhook's address and IP SANs),
+	// binds the webhook and probes to ports the kernel picks
+	// (sharedmain.AnyPort, ListenAddressesFile) and, when they are zero,
+	// shortens WebhookGracePeriod to a second and serves metrics on a port
+	// of 127.0.0.1 the kernel picks; everything else is sharedmain's
+	// default, leader election included, as a binary started without flags
+	// runs.
 	Flags sharedmain.Flags
 	// StartTimeout bounds the wait for the webhook to serve. Default: 60
 	// seconds.
@@ -67,10 +71,12 @@ type RunOptions struct {
 // process under sharedmain.Run, the code path of a binary's main, against
 // a real kube-apiserver, which calls the webhook over TLS.
 type Process struct {
-	// Port is the webhook's port on 127.0.0.1.
+	// Port is the webhook's port on 127.0.0.1, which the kernel picked;
+	// 0 when the process runs no webhook (its kinds are all admitted by
+	// policy).
 	Port int
 	// ProbePort serves /healthz and /readyz over HTTP on 127.0.0.1 when
-	// the process runs no webhook (its kinds are all admitted by policy).
+	// the process runs no webhook; 0 otherwise (the webhook serves them).
 	ProbePort int
 	// SystemNamespace is the namespace the process runs in.
 	SystemNamespace string
@@ -87,9 +93,11 @@ type Process struct {
 // Run starts opts.Bindings' controllers and webhooks under sharedmain.Run
 // against env and returns once the webhook serves with the certificate the
 // process wrote (its CA is what the webhook configurations' caBundle gets).
-// Before it starts the process, it installs each Binding's
-// MutatingWebhookConfiguration (see RunOptions.WebhookConfigurations),
-// pointed at https://127.0.0.1:<Port><path>. When the test ends it deletes
+// The process binds every listener to a port the kernel picks and reports
+// it (sharedmain's ListenAddressesFile); once it has, Run installs each
+// Binding's MutatingWebhookConfiguration (see
+// RunOptions.WebhookConfigurations), pointed at
+// https://127.0.0.1:<Port><path>. When the test ends it deletes
 // every Binding of the kinds while the process still runs (so their
 // finalizers go and their subjects are unbound), deletes the
 // configurations, stops the process and fails the test if it does not
@@ -108,30 +116,21 @@ func Run(t testing.TB, env *envtest.Environment, opts RunOptions) *Process {
 	if opts.SystemNamespace == "" {
 		opts.SystemNamespace = env.CreateNamespace(t, "bindingtest-system-")
 	}
-	port, err := envtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	probePort, err := envtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Process{Port: port, ProbePort: probePort, SystemNamespace: opts.SystemNamespace, t: t, env: env, opts: opts, logs: &syncBuffer{}, done: make(chan error, 1)}
+	p := &Process{SystemNamespace: opts.SystemNamespace, t: t, env: env, opts: opts, logs: &syncBuffer{}, done: make(chan error, 1)}
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	if err := p.installConfigurations(kube); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(p.cleanup)
 
 	flags := opts.Flags
 	flags.Kubeconfig = env.KubeconfigPath
 	flags.WebhookAddress = "127.0.0.1"
-	flags.WebhookPort = port
 	flags.WebhookIPSANs = []net.IP{net.ParseIP("127.0.0.1")}
-	flags.ProbePort = probePort
+	// Every listener on a port the kernel picks, reported in a file: a
+	// port chosen free before the process binds it can be taken by then
+	// (test processes run side by side; sharedmain's default metrics
+	// port, :9090, would be taken by the first of them).
+	flags.WebhookPort, flags.ProbePort = sharedmain.AnyPort, sharedmain.AnyPort
+	flags.ListenAddressesFile = filepath.Join(t.TempDir(), "listen-addresses.json")
 	if flags.MetricsAddress == "" {
-		// A free port: sharedmain's default, :9090, would be taken by the
-		// first of the test processes that run side by side.
 		flags.MetricsAddress = "127.0.0.1:0"
 	}
 	if flags.WebhookGracePeriod == 0 {
@@ -150,6 +149,12 @@ func Run(t testing.TB, env *envtest.Environment, opts RunOptions) *Process {
 	}
 	go func() { p.done <- sharedmain.Run(ctx, opts.Component, ctors...) }()
 
+	if err := p.waitListening(flags.ListenAddressesFile); err != nil {
+		t.Fatalf("bindingtest: %v\nprocess log:\n%s", err, p.Logs())
+	}
+	if err := p.installConfigurations(kube); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.waitServing(kube); err != nil {
 		t.Fatalf("bindingtest: %v\nprocess log:\n%s", err, p.Logs())
 	}
@@ -241,8 +246,12 @@ func (p *Process) installConfigurations(kube kubernetes.Interface) error {
 			fromFiles[c.Name] = c
 		}
 	}
+	// A process that serves no webhook keeps its configurations out of
+	// the path (its kinds are admitted by policy); they point at its
+	// probes, where no admission is served.
+	port := cmp.Or(p.Port, p.ProbePort)
 	for _, b := range p.opts.Bindings {
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", p.Port, b.WebhookPath)
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, b.WebhookPath)
 		cfg, ok := fromFiles[b.WebhookConfigurationName]
 		if !ok {
 			if len(p.opts.WebhookConfigurations) > 0 {
@@ -317,9 +326,37 @@ func readWebhookConfigurations(path string) ([]*admissionregistrationv1.Mutating
 	}
 }
 
+// waitListening waits until the process has reported where it listens in
+// path, or until it fails, and sets Port and ProbePort.
+func (p *Process) waitListening(path string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.StartTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case err := <-p.done:
+			p.done <- err // for waitServing and Stop
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	addrs, err := sharedmain.WaitListenAddresses(ctx, path)
+	if err != nil {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return fmt.Errorf("the process stopped: %v", err)
+		default:
+		}
+		return err
+	}
+	p.Port, p.ProbePort = addrs.WebhookPort(), addrs.ProbePort()
+	return nil
+}
+
 // waitServing waits until the process has written its certificates and
 // its webhook answers /readyz with a certificate that CA signed, as the
-// kube-apiserver will verify it, or until the process fails.
+// kube-apiserver will verify it (for a process without a webhook, until
+// its probes answer /readyz), or until the process fails.
 func (p *Process) waitServing(kube kubernetes.Interface) error {
 	var last string
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.StartTimeout)
@@ -331,31 +368,20 @@ func (p *Process) waitServing(kube kubernetes.Interface) error {
 			return false, fmt.Errorf("the process stopped: %v", err)
 		default:
 		}
-		last = webhook.ProbeReady(ctx, kube, p.SystemNamespace, webhook.DefaultSecretName, p.Port)
-		if last != "" && p.mayRunWithoutWebhook() && probeReady(ctx, p.ProbePort) {
-			last = ""
+		if p.Port == 0 {
+			if !probeReady(ctx, p.ProbePort) {
+				last = "probes not ready"
+				return false, nil
+			}
+			return true, nil
 		}
+		last = webhook.ProbeReady(ctx, kube, p.SystemNamespace, webhook.DefaultSecretName, p.Port)
 		return last == "", nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the webhook on 127.0.0.1:%d: %w (last: %s)", p.Port, err, last)
+		return fmt.Errorf("waiting for the process on 127.0.0.1:%d: %w (last: %s)", cmp.Or(p.Port, p.ProbePort), err, last)
 	}
 	return nil
-}
-
-// mayRunWithoutWebhook reports whether every kind of the process is
-// declarative and allowed to be admitted by policy, so that the process
-// may serve no webhook and answer its probes on ProbePort instead.
-func (p *Process) mayRunWithoutWebhook() bool {
-	if p.opts.Flags.DeclarativeAdmission == policy.ByWebhook {
-		return false
-	}
-	for _, b := range p.opts.Bindings {
-		if !b.Declarative {
-			return false
-		}
-	}
-	return true
 }
 
 // probeReady reports whether /readyz on 127.0.0.1:port answers 200.

@@ -76,10 +76,6 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// config/, as kubectl apply -f config/ would install it, but for the
 	// webhook's client config (a URL on loopback: no node routes a Service
@@ -97,23 +93,12 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 			t.Fatalf("%s: %v", m, err)
 		}
 	}
-	whc, err := demo.WebhookConfiguration(repoRoot, port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, whc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), whc.Name, metav1.DeleteOptions{})
-	})
-
 	kubeconfig := serviceAccountKubeconfig(t, ctx, env, kube)
 	binary := filepath.Join(t.TempDir(), "githubbinding-controller")
 	if err := demo.BuildController(ctx, repoRoot, binary); err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := demo.StartController(env, binary, port, "--kubeconfig="+kubeconfig)
+	ctrl, err := demo.StartController(env, binary, "--kubeconfig="+kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,13 +108,25 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 			ctrl.Kill()
 		}
 	})
-	if err := demo.WaitReady(ctx, kube, port, 90*time.Second); err != nil {
+	// The webhook's client config points at the port the controller
+	// reported: it binds one the kernel picks.
+	whc, err := demo.WebhookConfiguration(repoRoot, ctrl.WebhookPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, whc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), whc.Name, metav1.DeleteOptions{})
+	})
+	if err := demo.WaitReady(ctx, kube, ctrl.WebhookPort, 90*time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, ctrl.LogTail(30))
 	}
 
 	w := &walk{t: t, ctx: ctx, env: env, kube: kube, dyn: dyn, ns: env.CreateNamespace(t, "walk-")}
-	// The metrics endpoint is on by default; its address is the one
-	// flag set here besides those of every run (demo.StartController).
+	// The metrics endpoint is on by default; its address is one the
+	// kernel picked, as for every run (demo.StartController).
 	beforeWalk := w.metricsOf(ctrl.MetricsAddress)
 	w.run()
 	w.refusedAtAdmission()
@@ -156,7 +153,7 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 	stopped = true
 
 	// Removing bindkit runs under the same ServiceAccount.
-	uninstall, err := demo.StartController(env, binary, port, "--kubeconfig="+kubeconfig, "--uninstall")
+	uninstall, err := demo.StartController(env, binary, "--kubeconfig="+kubeconfig, "--uninstall")
 	if err != nil {
 		t.Fatal(err)
 	}

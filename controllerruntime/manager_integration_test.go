@@ -80,11 +80,15 @@ func start(t *testing.T, kinds ...*wiring.Kind) *rig {
 	if _, err := r.kube.CoreV1().Secrets(system).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
+	// controller-runtime's webhook server takes a port number, not port 0
+	// (which it reads as its default), and reports no port it bound: a
+	// port free now, which another process could take before the Manager
+	// binds it (bindkit's own processes bind port 0 instead).
+	port, err := envtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	probePort, err := testenv.FreePort()
+	probePort, err := envtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

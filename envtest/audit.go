@@ -61,8 +61,14 @@ func auditLogPath(dir string) string { return filepath.Join(dir, "audit.log") }
 
 // AuditEvents returns the audit events the kube-apiserver has logged so far,
 // in order. The environment must have been started with Options.Audit.
+// Those of a control plane Attach found include what earlier test runs
+// against it did.
 func (e *Environment) AuditEvents() ([]AuditEvent, error) {
-	f, err := os.Open(auditLogPath(e.Dir))
+	path := e.auditLog
+	if path == "" {
+		path = auditLogPath(e.Dir)
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit log (start the environment with Options.Audit): %w", err)
 	}

@@ -23,7 +23,8 @@ func DefaultControllers() []string {
 // startControllerManager runs kube-controller-manager against the
 // environment's kube-apiserver as the administrator and waits for its
 // /healthz. It serves HTTPS on port with the kube-apiserver's loopback
-// certificate, so the health check verifies it like any other server.
+// certificate, so the health check verifies it like any other server. A
+// process that fails is stopped.
 func (e *Environment) startControllerManager(ctx context.Context, binDir string, f *apiServerFiles, port int, controllers []string) error {
 	p, err := startProcess(controllerManagerBinary, filepath.Join(binDir, controllerManagerBinary), []string{
 		"--kubeconfig=" + e.KubeconfigPath,
@@ -55,5 +56,5 @@ func (e *Environment) startControllerManager(ctx context.Context, binDir string,
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer client.CloseIdleConnections()
-	return waitHealthy(ctx, p, client, fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+	return e.stopIfFailed(p, waitHealthy(ctx, p, client, fmt.Sprintf("https://127.0.0.1:%d/healthz", port)))
 }

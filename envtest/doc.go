@@ -98,4 +98,29 @@
 // not running. Shared.Start returns the error instead, for a test that
 // says in its own words what it skips (bindingtest.CheckContract's checks
 // on the API server).
+//
+// # Ports
+//
+// None of the control plane's binaries can bind port 0 and report the
+// port it got, so Start chooses free ports of 127.0.0.1 for them. When
+// another process takes one between the choice and the bind (a process
+// binding port 0, or a connection's local port, can get the same one),
+// the binary fails with "address already in use"; Start then starts that
+// binary again on new ports, up to five times, so a busy machine never
+// fails a start that way. The servers a test starts beside the control
+// plane should bind port 0 and report what they got, as bindkit's
+// processes do (injection/sharedmain's --listen-addresses-file), rather
+// than take a port from FreePort.
+//
+// # A control plane that keeps running
+//
+// Starting the control plane takes seconds per test binary. To run one
+// package's tests again and again, start one that keeps running and point
+// Shared at it: Environment.Describe writes what reaches it to a file, and
+// with ControlPlaneEnv (BINDKIT_CONTROL_PLANE) naming that file, Shared.Env
+// attaches to it (Attach) instead of starting one, after checking that it
+// runs what the package's Options ask for. bindkit's repository runs one
+// with `make controlplane`. Tests attached to one control plane share it,
+// so what a test leaves behind (a cluster-scoped object, a fixed name)
+// meets the next run; tests that clean up as in a cluster do not notice.
 package envtest

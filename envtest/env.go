@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,6 +79,10 @@ type Options struct {
 	// a cluster does for webhooks that authenticate their caller. The CA
 	// that signed it is in Environment.WebhookClientCAFile.
 	WebhookClientAuth bool
+
+	// pickPorts, when set, replaces freePorts, for tests that hand Start
+	// a port another process holds.
+	pickPorts func(n int) ([]int, error)
 }
 
 // Environment is a running etcd and kube-apiserver, and kube-controller-manager
@@ -103,22 +106,87 @@ type Environment struct {
 	Version version.Info
 
 	etcd, apiserver, controllerManager, scheduler, kwok *process
+	etcdURL                                             string // the client URL
 	stopGrace                                           time.Duration
+
+	// What the control plane runs (Options with their defaults) and where
+	// the audit log is, for Describe and Attach.
+	opts     Options
+	minor    string
+	auditLog string
+	// pids are those of a control plane Attach found running, which this
+	// Environment does not own.
+	pids []int
 }
 
 const (
 	defaultStartTimeout = 90 * time.Second
 	defaultStopGrace    = 15 * time.Second
-	// startAttempts covers the rare case where another process takes one of
-	// the free ports between our probe and the server's bind.
-	startAttempts = 3
 )
 
 // Start launches etcd and kube-apiserver on free 127.0.0.1 ports and returns
 // once the kube-apiserver reports ready and opts.CRDPaths are established.
-// A failed start cleans up after itself and returns an error that quotes the
-// tail of the failing process's log.
+// None of the control plane's processes can bind port 0 and report the
+// port it got, so Start chooses free ports for them; when another process
+// takes one between the choice and the bind, Start starts that process
+// again on new ports (see onFreePorts), so a port taken under load never
+// fails a start. A failed start cleans up after itself and returns an
+// error that quotes the tail of the failing process's log.
 func Start(ctx context.Context, opts Options) (*Environment, error) {
+	r, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.StartTimeout)
+	defer cancel()
+	return start(ctx, r.binDir, r.kwokPath, r.minor, r.opts)
+}
+
+// CheckBinaries reports, without starting anything, whether Start would
+// find the binaries opts needs: nil, or an error wrapping
+// ErrBinariesMissing that says where it looked and how to build them (or
+// another error for options Start refuses). A test whose set-up is slow
+// calls it to skip before that set-up rather than after.
+func CheckBinaries(opts Options) error {
+	_, err := resolve(opts)
+	return err
+}
+
+// resolved is what Start runs: opts with their defaults, the minor and
+// where its binaries are.
+type resolved struct {
+	opts                    Options
+	minor, binDir, kwokPath string
+}
+
+// resolve applies opts' defaults, and finds the binaries they need.
+func resolve(opts Options) (resolved, error) {
+	opts, minor, err := opts.withDefaults()
+	if err != nil {
+		return resolved{}, err
+	}
+	names := []string{etcdBinary, apiServerBinary}
+	if opts.Workloads {
+		names = append(names, schedulerBinary)
+	}
+	if opts.ControllerManager {
+		names = append(names, controllerManagerBinary)
+	}
+	r := resolved{opts: opts, minor: minor}
+	if r.binDir, err = resolveBinDir(opts.BinDir, minor, names); err != nil {
+		return resolved{}, err
+	}
+	if opts.Workloads {
+		if r.kwokPath, err = resolveKwok(r.binDir); err != nil {
+			return resolved{}, err
+		}
+	}
+	return r, nil
+}
+
+// withDefaults returns opts with their defaults, and the minor they ask
+// for.
+func (opts Options) withDefaults() (Options, string, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
 	}
@@ -127,21 +195,18 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 	minor, err := resolveMinor(opts.KubeMinor)
 	if err != nil {
-		return nil, err
+		return opts, "", err
 	}
 	if opts.Nodes < 0 {
-		return nil, errNoNodes
+		return opts, "", errNoNodes
 	}
-	names := []string{etcdBinary, apiServerBinary}
 	if opts.Workloads {
 		opts.ControllerManager = true
 		if opts.Nodes == 0 {
 			opts.Nodes = defaultNodes
 		}
-		names = append(names, schedulerBinary)
 	}
 	if opts.ControllerManager {
-		names = append(names, controllerManagerBinary)
 		if len(opts.Controllers) == 0 {
 			opts.Controllers = DefaultControllers()
 		}
@@ -149,29 +214,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 			opts.Controllers = withWorkloadControllers(opts.Controllers)
 		}
 	}
-	binDir, err := resolveBinDir(opts.BinDir, minor, names)
-	if err != nil {
-		return nil, err
-	}
-	var kwokPath string
-	if opts.Workloads {
-		if kwokPath, err = resolveKwok(binDir); err != nil {
-			return nil, err
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
-	defer cancel()
-
-	for attempt := 1; ; attempt++ {
-		env, err := start(ctx, binDir, kwokPath, minor, opts)
-		if err == nil {
-			return env, nil
-		}
-		if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
-			return nil, err
-		}
-		progress(opts.Progress, "a port was taken, retrying with new ports")
-	}
+	return opts, minor, nil
 }
 
 func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_ *Environment, err error) {
@@ -179,7 +222,7 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 	if err != nil {
 		return nil, fmt.Errorf("create temp dir: %w", err)
 	}
-	env := &Environment{Dir: dir, stopGrace: opts.StopGrace}
+	env := &Environment{Dir: dir, stopGrace: opts.StopGrace, opts: opts, minor: minor}
 	defer func() {
 		if err != nil {
 			if stopErr := env.Stop(); stopErr != nil {
@@ -188,18 +231,10 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 		}
 	}()
 
-	ports, err := freePorts(6)
-	if err != nil {
-		return nil, err
-	}
-	etcdClient, etcdPeer, apiPort, controllerManagerPort := ports[0], ports[1], ports[2], ports[3]
-	schedulerPort, kwokPort := ports[4], ports[5]
-
-	progress(opts.Progress, "starting etcd on 127.0.0.1:%d", etcdClient)
-	if env.etcd, err = startEtcd(binDir, dir, etcdClient, etcdPeer); err != nil {
-		return nil, err
-	}
-	if err := waitHealthy(ctx, env.etcd, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/health", etcdClient)); err != nil {
+	if err := opts.onFreePorts("etcd", 2, func(ports []int) error {
+		progress(opts.Progress, "starting etcd on 127.0.0.1:%d", ports[0])
+		return env.startEtcd(ctx, binDir, ports[0], ports[1])
+	}); err != nil {
 		return nil, err
 	}
 
@@ -212,28 +247,17 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 			return nil, err
 		}
 	}
-	progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", apiPort)
 	var extra []string
 	if opts.Audit {
 		if extra, err = auditArgs(dir); err != nil {
 			return nil, err
 		}
+		env.auditLog = auditLogPath(dir)
 	}
-	if env.apiserver, err = startAPIServer(binDir, dir, files, etcdClient, apiPort, extra...); err != nil {
-		return nil, err
-	}
-
-	env.Config = &rest.Config{
-		Host:            fmt.Sprintf("https://127.0.0.1:%d", apiPort),
-		BearerToken:     files.adminToken,
-		TLSClientConfig: rest.TLSClientConfig{CAData: files.serving.CAPEM},
-		QPS:             -1, // no client-side throttling: tests and benchmarks measure the server
-	}
-	httpClient, err := rest.HTTPClientFor(env.Config)
-	if err != nil {
-		return nil, fmt.Errorf("build client for kube-apiserver: %w", err)
-	}
-	if err := waitHealthy(ctx, env.apiserver, httpClient, env.Config.Host+"/readyz"); err != nil {
+	if err := opts.onFreePorts(apiServerBinary, 1, func(ports []int) error {
+		progress(opts.Progress, "starting kube-apiserver on 127.0.0.1:%d", ports[0])
+		return env.startAPIServer(ctx, binDir, files, ports[0], extra)
+	}); err != nil {
 		return nil, err
 	}
 	if err := env.checkVersion(minor); err != nil {
@@ -243,18 +267,24 @@ func start(ctx context.Context, binDir, kwokPath, minor string, opts Options) (_
 		return nil, err
 	}
 	if opts.ControllerManager {
-		progress(opts.Progress, "starting kube-controller-manager on 127.0.0.1:%d (%s)", controllerManagerPort, strings.Join(opts.Controllers, ","))
-		if err := env.startControllerManager(ctx, binDir, files, controllerManagerPort, opts.Controllers); err != nil {
+		if err := opts.onFreePorts(controllerManagerBinary, 1, func(ports []int) error {
+			progress(opts.Progress, "starting kube-controller-manager on 127.0.0.1:%d (%s)", ports[0], strings.Join(opts.Controllers, ","))
+			return env.startControllerManager(ctx, binDir, files, ports[0], opts.Controllers)
+		}); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Workloads {
-		progress(opts.Progress, "starting kube-scheduler on 127.0.0.1:%d", schedulerPort)
-		if err := env.startScheduler(ctx, binDir, files, schedulerPort); err != nil {
+		if err := opts.onFreePorts(schedulerBinary, 1, func(ports []int) error {
+			progress(opts.Progress, "starting kube-scheduler on 127.0.0.1:%d", ports[0])
+			return env.startScheduler(ctx, binDir, files, ports[0])
+		}); err != nil {
 			return nil, err
 		}
-		progress(opts.Progress, "starting kwok on 127.0.0.1:%d with %d fake nodes", kwokPort, opts.Nodes)
-		if err := env.startKwok(ctx, kwokPath, kwokPort, opts.Nodes); err != nil {
+		if err := opts.onFreePorts(kwokBinary, 1, func(ports []int) error {
+			progress(opts.Progress, "starting kwok on 127.0.0.1:%d with %d fake nodes", ports[0], opts.Nodes)
+			return env.startKwok(ctx, kwokPath, ports[0], opts.Nodes)
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -287,6 +317,9 @@ func (e *Environment) Stop() error {
 // run, kube-controller-manager, kube-scheduler and kwok, for callers that
 // check nothing outlives Stop.
 func (e *Environment) PIDs() []int {
+	if e.etcd == nil {
+		return e.pids // attached: another process's control plane
+	}
 	pids := []int{e.etcd.pid(), e.apiserver.pid()}
 	for _, p := range []*process{e.controllerManager, e.scheduler, e.kwok} {
 		if p != nil {
@@ -296,12 +329,15 @@ func (e *Environment) PIDs() []int {
 	return pids
 }
 
-func startEtcd(binDir, dir string, clientPort, peerPort int) (*process, error) {
+// startEtcd runs etcd on the client and peer ports and waits for its
+// /health; a process that fails is stopped.
+func (e *Environment) startEtcd(ctx context.Context, binDir string, clientPort, peerPort int) error {
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	return startProcess(etcdBinary, filepath.Join(binDir, etcdBinary), []string{
+	p, err := startProcess(etcdBinary, filepath.Join(binDir, etcdBinary), []string{
 		"--name=envtest",
-		"--data-dir=" + filepath.Join(dir, "etcd-data"),
+		// A new store per attempt: one a failed start left is not reused.
+		"--data-dir=" + filepath.Join(e.Dir, fmt.Sprintf("etcd-data-%d", clientPort)),
 		"--listen-client-urls=" + clientURL,
 		"--advertise-client-urls=" + clientURL,
 		"--listen-peer-urls=" + peerURL,
@@ -310,7 +346,12 @@ func startEtcd(binDir, dir string, clientPort, peerPort int) (*process, error) {
 		// A throw-away store: durability buys nothing and fsync costs seconds.
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
-	}, dir)
+	}, e.Dir)
+	if err != nil {
+		return err
+	}
+	e.etcd, e.etcdURL = p, clientURL
+	return e.stopIfFailed(p, waitHealthy(ctx, p, http.DefaultClient, clientURL+"/health"))
 }
 
 // apiServerFiles are the credentials written for kube-apiserver.
@@ -361,9 +402,12 @@ func writeAPIServerFiles(dir string) (*apiServerFiles, error) {
 	return f, nil
 }
 
-func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int, extra ...string) (*process, error) {
-	return startProcess(apiServerBinary, filepath.Join(binDir, apiServerBinary), append([]string{
-		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+// startAPIServer runs kube-apiserver on port, against the environment's
+// etcd, sets Config to reach it and waits for its /readyz; a process that
+// fails is stopped.
+func (e *Environment) startAPIServer(ctx context.Context, binDir string, f *apiServerFiles, port int, extra []string) error {
+	p, err := startProcess(apiServerBinary, filepath.Join(binDir, apiServerBinary), append([]string{
+		"--etcd-servers=" + e.etcdURL,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		// v1.37 refuses a loopback advertise address while it reconciles the
@@ -384,10 +428,41 @@ func startAPIServer(binDir, dir string, f *apiServerFiles, etcdPort, port int, e
 		// in a namespace a moment old fails until the serviceaccount
 		// controller has made "default", and tests create Pods at once.
 		"--disable-admission-plugins=ServiceAccount",
-		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(e.Dir, "apiserver-certs"),
 		"--v=0",
-	}, append(f.extraArgs, extra...)...), dir)
+	}, append(f.extraArgs, extra...)...), e.Dir)
+	if err != nil {
+		return err
+	}
+	e.apiserver = p
+	e.Config = &rest.Config{
+		Host:            fmt.Sprintf("https://127.0.0.1:%d", port),
+		BearerToken:     f.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: f.serving.CAPEM},
+		QPS:             -1, // no client-side throttling: tests and benchmarks measure the server
+	}
+	httpClient, err := rest.HTTPClientFor(e.Config)
+	if err != nil {
+		return e.stopIfFailed(p, fmt.Errorf("build client for kube-apiserver: %w", err))
+	}
+	return e.stopIfFailed(p, waitHealthy(ctx, p, httpClient, e.Config.Host+"/readyz"))
 }
+
+// stopIfFailed stops p when err is not nil, so that a start retried on
+// other ports leaves no process behind, and returns err.
+func (e *Environment) stopIfFailed(p *process, err error) error {
+	if err != nil {
+		if stopErr := p.stop(e.stopGrace); stopErr != nil {
+			return errors.Join(err, stopErr)
+		}
+	}
+	return err
+}
+
+// healthRequestTimeout bounds one health request. A port another process
+// took may accept a connection and never answer; the request also ends
+// as soon as the process exits, so its exit is seen at once.
+const healthRequestTimeout = 5 * time.Second
 
 // waitHealthy polls url until it answers 200, the process exits, or ctx ends.
 func waitHealthy(ctx context.Context, p *process, client *http.Client, url string) error {
@@ -398,8 +473,17 @@ func waitHealthy(ctx context.Context, p *process, client *http.Client, url strin
 		if err := p.exitedError(); err != nil {
 			return err
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		reqCtx, cancel := context.WithTimeout(ctx, healthRequestTimeout)
+		go func() {
+			select {
+			case <-p.done:
+				cancel()
+			case <-reqCtx.Done():
+			}
+		}()
+		req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, url, nil)
 		if err != nil {
+			cancel()
 			return fmt.Errorf("%s: health request: %w", p.name, err)
 		}
 		resp, err := client.Do(req)
@@ -407,12 +491,14 @@ func waitHealthy(ctx context.Context, p *process, client *http.Client, url strin
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				cancel()
 				return nil
 			}
 			last = fmt.Sprintf("%s: %s", resp.Status, body)
 		} else {
 			last = err.Error()
 		}
+		cancel()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s not healthy at %s before %v (last answer: %s); last lines of %s:\n%s",
@@ -433,31 +519,6 @@ func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return path, nil
-}
-
-// FreePort asks the kernel for a free port on 127.0.0.1, for a server a
-// test or the demo starts beside the control plane (a webhook, say).
-func FreePort() (int, error) {
-	ports, err := freePorts(1)
-	if err != nil {
-		return 0, err
-	}
-	return ports[0], nil
-}
-
-// freePorts asks the kernel for n distinct free ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		// Keep each listener open until all are chosen so none repeats.
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func progress(w io.Writer, format string, args ...any) {

@@ -26,7 +26,8 @@ type Shared struct {
 }
 
 // Main runs the package's tests, stops the control plane if a test started
-// one, and exits. Call it from TestMain.
+// one (one it attached to keeps running), and exits. Call it from
+// TestMain.
 func (s *Shared) Main(m *testing.M) { Main(m, s) }
 
 // Main runs the package's tests, stops every control plane of planes that
@@ -48,9 +49,11 @@ func Main(m *testing.M, planes ...*Shared) {
 	os.Exit(code)
 }
 
-// Env returns the package's control plane, starting it on first use. When
-// the binaries are missing it skips t with instructions, or fails t under
-// CI=true; any other start failure fails t.
+// Env returns the package's control plane, starting it on first use, or,
+// when the environment variable ControlPlaneEnv names a running control
+// plane's description, attaching to that one (Attach). When the binaries
+// are missing it skips t with instructions, or fails t under CI=true; any
+// other start failure fails t.
 func (s *Shared) Env(t testing.TB) *Environment {
 	t.Helper()
 	env, err := s.Start()
@@ -71,6 +74,10 @@ func (s *Shared) Env(t testing.TB) *Environment {
 // plane in its own words. Every call returns what the first did.
 func (s *Shared) Start() (*Environment, error) {
 	s.once.Do(func() {
+		if path := os.Getenv(ControlPlaneEnv); path != "" {
+			s.env, s.err = Attach(context.Background(), path, s.Options)
+			return
+		}
 		s.env, s.err = Start(context.Background(), s.Options)
 	})
 	return s.env, s.err

@@ -123,7 +123,7 @@ func (e *Environment) startScheduler(ctx context.Context, binDir string, f *apiS
 		return err
 	}
 	e.scheduler = p
-	return waitHealthy(ctx, p, loopbackClient(f), fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+	return e.stopIfFailed(p, waitHealthy(ctx, p, loopbackClient(f), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)))
 }
 
 // loopbackClient is an HTTPS client that trusts the loopback CA.
@@ -155,7 +155,7 @@ func (e *Environment) startKwok(ctx context.Context, kwokPath string, port, node
 	}
 	e.kwok = p
 	if err := waitHealthy(ctx, p, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err != nil {
-		return err
+		return e.stopIfFailed(p, err)
 	}
 	client, err := kubernetes.NewForConfig(e.Config)
 	if err != nil {
@@ -178,7 +178,7 @@ func (e *Environment) startKwok(ctx context.Context, kwokPath string, port, node
 		}
 	}
 	if err := e.waitNodesReady(ctx, client, p, names); err != nil {
-		return err
+		return e.stopIfFailed(p, err)
 	}
 	return untaintNodes(ctx, client, names)
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/test/demo"
-	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // BenchmarkDeploymentCreateLatency measures the kube-apiserver's create
@@ -80,19 +79,19 @@ func BenchmarkDeploymentCreateLatency(b *testing.B) {
 	if err := demo.BuildController(ctx, repoRoot, binary); err != nil {
 		b.Fatal(err)
 	}
-	port, err := testenv.FreePort()
+	ctrl, err := demo.StartController(env, binary)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := demo.WebhookConfiguration(repoRoot, port)
+	// Pointed at the port the controller reported (it binds one the
+	// kernel picks).
+	cfg, err := demo.WebhookConfiguration(repoRoot, ctrl.WebhookPort)
 	if err != nil {
+		ctrl.Kill()
 		b.Fatal(err)
 	}
 	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	ctrl, err := demo.StartController(env, binary, port)
-	if err != nil {
+		ctrl.Kill()
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/test/demo"
-	"github.com/bindkit/bindkit/test/testenv"
 )
 
 var githubBindings = schema.GroupVersionResource{Group: "bindings.bindkit.dev", Version: "v1alpha1", Resource: "githubbindings"}
@@ -62,19 +61,19 @@ func TestNamespaceGuardThroughExampleBinaryWithRealAPIServer(t *testing.T) {
 	if err := demo.BuildController(ctx, repoRoot, binary); err != nil {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
+	ctrl, err := demo.StartController(env, binary)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := demo.WebhookConfiguration(repoRoot, port)
+	// Pointed at the port the controller reported (it binds one the
+	// kernel picks).
+	cfg, err := demo.WebhookConfiguration(repoRoot, ctrl.WebhookPort)
 	if err != nil {
+		ctrl.Kill()
 		t.Fatal(err)
 	}
 	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ctrl, err := demo.StartController(env, binary, port)
-	if err != nil {
+		ctrl.Kill()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -80,13 +80,9 @@ func TestWithContextFailureIsReportedWithoutSubjectsWithRealAPIServer(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	ctx = sharedmain.WithFlags(ctx, sharedmain.Flags{Kubeconfig: env.KubeconfigPath, DisableHA: true, ProbePort: port,
+	ctx = sharedmain.WithFlags(ctx, sharedmain.Flags{Kubeconfig: env.KubeconfigPath, DisableHA: true, ProbePort: sharedmain.AnyPort,
 		WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}, MetricsAddress: "127.0.0.1:0"})
 	ctx = injection.WithSystemNamespace(ctx, system)
 	ctx = sharedmain.WithLogOutput(ctx, zapcore.AddSync(logs))

@@ -24,8 +24,8 @@
 // --kube-api-burst, --resync-period, --uninstall, which removes what
 // bindkit did instead of running the controllers, --declarative-admission
 // (whether declarative Binding kinds are admitted by a
-// MutatingAdmissionPolicy, "policy", the default, or by the webhook) and
-// --metrics-address;
+// MutatingAdmissionPolicy, "policy", the default, or by the webhook),
+// --metrics-address and --listen-addresses-file;
 // each is a field of Flags), stops
 // on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped
@@ -34,6 +34,20 @@
 // when the process fails, so a caller that ignores it still ends with the
 // right status. Run does the same work and returns the error instead, for
 // tests.
+//
+// # Listeners
+//
+// The process listens on up to three TCP addresses: the webhook's
+// (--webhook-address, --webhook-port), the probes' (--probe-port: when
+// there is no webhook, or beside one that requires client certificates)
+// and the metrics' (--metrics-address). Each accepts port 0, for a port
+// the kernel picks (AnyPort in Flags), so tests and tools running several
+// processes side by side never pick a "free" port another process can
+// take before it is bound. Once every listener is bound, and before the
+// caches sync, the process logs where ("listening") and writes the same,
+// as JSON, to --listen-addresses-file (ListenAddresses,
+// WaitListenAddresses): a caller reads the webhook's port there and points
+// the webhook configuration's URL at it.
 //
 // # API clients
 //

@@ -27,6 +27,12 @@ import (
 // no webhook (the webhook server serves them otherwise).
 const DefaultProbePort = 8080
 
+// AnyPort as Flags.WebhookPort or Flags.ProbePort binds a port the kernel
+// picks (port 0), as 0 does on a command line; the process reports the
+// port it got (Flags.ListenAddressesFile). Zero, in Flags, is the default
+// port, as for every other field.
+const AnyPort = -1
+
 // Flags are the settings Main reads from the command line and
 // MainWithContext and Run from their context (WithFlags): one field per
 // flag. A zero field takes its default, as DefaultFlags shows; Validate
@@ -45,7 +51,9 @@ type Flags struct {
 	// empty means all interfaces.
 	WebhookAddress string
 	// WebhookPort is the webhook's HTTPS port (--webhook-port, default
-	// webhook.DefaultPort).
+	// webhook.DefaultPort). AnyPort (--webhook-port=0 on a command line)
+	// binds a port the kernel picks, which the process reports (see
+	// ListenAddressesFile).
 	WebhookPort int
 	// WebhookIPSANs are IP addresses added to the serving certificate
 	// (--webhook-ip-sans, comma-separated, default none), for a webhook
@@ -57,8 +65,18 @@ type Flags struct {
 	WebhookGracePeriod time.Duration
 	// ProbePort serves /healthz and /readyz over HTTP when no webhook runs,
 	// or when the webhook requires client certificates (--probe-port,
-	// default DefaultProbePort).
+	// default DefaultProbePort). AnyPort (--probe-port=0 on a command
+	// line) binds a port the kernel picks, which the process reports.
 	ProbePort int
+	// ListenAddressesFile, when set, is a file the process writes once
+	// every listener it runs is bound (--listen-addresses-file, default
+	// none): a JSON object naming the address each listens on
+	// (ListenAddresses), so a caller that asked for port 0 learns the port
+	// the kernel gave. The file is replaced in one rename, so a reader
+	// never sees it half written; a caller that starts the process again
+	// removes it first, or names another. The same addresses are logged
+	// ("listening").
+	ListenAddressesFile string
 
 	// KubeAPIQPS is the sustained rate, in requests per second, that each
 	// API client of the process may send (--kube-api-qps, default
@@ -232,14 +250,16 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	fs.StringVar(&f.Server, "server", "", "API server URL, overriding the kubeconfig's or the in-cluster one")
 	fs.BoolVar(&f.DisableHA, "disable-ha", false, "run without leader election: this replica writes as leader at once")
 	fs.StringVar(&f.WebhookAddress, "webhook-address", "", "address the webhook listens on; empty means all interfaces")
-	fs.IntVar(&f.WebhookPort, "webhook-port", f.WebhookPort, "HTTPS port of the webhook")
+	fs.IntVar(&f.WebhookPort, "webhook-port", f.WebhookPort, "HTTPS port of the webhook; 0 binds one the kernel picks (see --listen-addresses-file)")
 	fs.Func("webhook-ip-sans", "comma-separated IP addresses added to the webhook's serving certificate, e.g. 127.0.0.1", func(s string) error {
 		ips, err := parseIPs(s)
 		f.WebhookIPSANs = append(f.WebhookIPSANs, ips...)
 		return err
 	})
 	fs.DurationVar(&f.WebhookGracePeriod, "webhook-grace-period", f.WebhookGracePeriod, "how long the webhook keeps serving, unready, after a shutdown signal; negative means none")
-	fs.IntVar(&f.ProbePort, "probe-port", f.ProbePort, "HTTP port of /healthz and /readyz when no webhook runs, or when --webhook-client-ca is set")
+	fs.IntVar(&f.ProbePort, "probe-port", f.ProbePort, "HTTP port of /healthz and /readyz when no webhook runs, or when --webhook-client-ca is set; 0 binds one the kernel picks")
+	fs.StringVar(&f.ListenAddressesFile, "listen-addresses-file", "", "file to write, once every listener is bound, with the address of each "+
+		`as JSON ({"webhook": "127.0.0.1:8443", "probes": ..., "metrics": ...}): how a caller learns the ports a port 0 got`)
 
 	fs.Float64Var(&f.KubeAPIQPS, "kube-api-qps", f.KubeAPIQPS, "sustained requests per second each API client may send; "+
 		"high enough that binding thousands of subjects at once is never slowed (the API server's priority and fairness "+
@@ -278,9 +298,21 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	if f.ResyncPeriod == 0 {
 		f.ResyncPeriod = -1
 	}
-	// Likewise an empty metrics address turns the endpoint off.
+	// Likewise an empty metrics address turns the endpoint off, and port
+	// 0 asks the kernel for a port, as in any host:port.
 	if f.MetricsAddress == "" {
 		f.MetricsAddress = MetricsOff
+	}
+	for _, p := range []struct {
+		name string
+		port *int
+	}{{"webhook-port", &f.WebhookPort}, {"probe-port", &f.ProbePort}} {
+		switch {
+		case *p.port == 0:
+			*p.port = AnyPort
+		case *p.port < 0:
+			return Flags{}, fmt.Errorf("--%s %d out of range 0-65535 (0 binds a port the kernel picks)", p.name, *p.port)
+		}
 	}
 	// Other zeros given on the command line are mistakes, not defaults.
 	if err := f.validate(); err != nil {
@@ -310,8 +342,8 @@ func (f Flags) validate() error {
 		name string
 		port int
 	}{{"webhook-port", f.WebhookPort}, {"probe-port", f.ProbePort}} {
-		if p.port < 1 || p.port > 65535 {
-			errs = append(errs, fmt.Errorf("--%s %d out of range 1-65535", p.name, p.port))
+		if p.port != AnyPort && (p.port < 1 || p.port > 65535) {
+			errs = append(errs, fmt.Errorf("--%s %d out of range 0-65535 (0 binds a port the kernel picks)", p.name, p.port))
 		}
 	}
 

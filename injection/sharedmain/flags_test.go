@@ -124,7 +124,18 @@ func TestParseFlags(t *testing.T) {
 		},
 		{name: "bad ip", args: []string{"--webhook-ip-sans=localhost"}, wantErr: `"localhost" is not an IP address`},
 		{name: "port out of range", args: []string{"--webhook-port=70000"}, wantErr: "--webhook-port 70000 out of range"},
-		{name: "zero probe port", args: []string{"--probe-port=0"}, wantErr: "--probe-port 0 out of range"},
+		{
+			name: "port 0 binds a port the kernel picks",
+			args: []string{"--webhook-port=0", "--probe-port=0", "--metrics-address=127.0.0.1:0", "--listen-addresses-file=/run/listen.json"},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.WebhookPort, f.ProbePort, f.MetricsAddress = AnyPort, AnyPort, "127.0.0.1:0"
+				f.ListenAddressesFile = "/run/listen.json"
+				return f
+			}(),
+		},
+		{name: "negative webhook port", args: []string{"--webhook-port=-1"}, wantErr: "--webhook-port -1 out of range 0-65535 (0 binds a port the kernel picks)"},
+		{name: "negative probe port", args: []string{"--probe-port=-1"}, wantErr: "--probe-port -1 out of range 0-65535"},
 		{name: "positional argument", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
 		{name: "unknown flag", args: []string{"--verbose"}, wantErr: "flag provided but not defined: -verbose"},
 	}
@@ -161,14 +172,15 @@ func TestFlagsValidate(t *testing.T) {
 		{name: "throttling and resync off", flags: Flags{KubeAPIQPS: -1, ResyncPeriod: -1}},
 		{name: "host names and URLs", flags: Flags{Server: "https://api.example.com:6443", WebhookAddress: "localhost"}},
 		{name: "IPv6 address", flags: Flags{WebhookAddress: "::1"}},
+		{name: "ports the kernel picks", flags: Flags{WebhookPort: AnyPort, ProbePort: AnyPort, MetricsAddress: ":0"}},
 		{name: "everything wrong", flags: Flags{
 			Server: "api.example.com:6443", WebhookAddress: "127.0.0.1:8443",
-			WebhookPort: 70000, ProbePort: -1, KubeAPIQPS: math.Inf(1), KubeAPIBurst: -1, ResyncPeriod: time.Millisecond,
+			WebhookPort: 70000, ProbePort: -2, KubeAPIQPS: math.Inf(1), KubeAPIBurst: -1, ResyncPeriod: time.Millisecond,
 		}, want: []string{
 			`--server "api.example.com:6443": not an http or https URL with a host`,
 			`--webhook-address "127.0.0.1:8443": not an IP address or host name (the port is --webhook-port)`,
-			"--webhook-port 70000 out of range 1-65535",
-			"--probe-port -1 out of range 1-65535",
+			"--webhook-port 70000 out of range 0-65535 (0 binds a port the kernel picks)",
+			"--probe-port -2 out of range 0-65535 (0 binds a port the kernel picks)",
 			"--kube-api-qps +Inf: not a finite number of requests per second",
 			"--kube-api-burst -1: must be at least 1",
 			"--resync-period 1ms: below the minimum of 1s",
@@ -207,7 +219,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"webhook-max-containers": "4", "webhook-max-volumes": "5", "webhook-max-env": "6", "webhook-max-volume-mounts": "7",
 		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt",
 		"webhook-max-connections-per-peer": "8", "webhook-handshake-timeout": "2s", "webhook-read-header-timeout": "3s", "webhook-min-body-rate": "1Mi",
-		"metrics-address": "127.0.0.1:9091", "uninstall": "true", "declarative-admission": "webhook",
+		"metrics-address": "127.0.0.1:9091", "listen-addresses-file": "/run/listen.json", "uninstall": "true", "declarative-admission": "webhook",
 	}
 	var args, names []string
 	for _, line := range strings.Split(usage.String(), "\n") {

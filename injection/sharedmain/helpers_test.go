@@ -7,8 +7,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -23,15 +23,39 @@ import (
 	"github.com/bindkit/bindkit/webhook"
 )
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
+// onAnyPort returns flags with every listener the test leaves at its
+// default on a port the kernel picks, reported in a file of the test's
+// (listenAddresses reads it): processes of several tests run side by side,
+// and a port chosen free before the process binds it can be taken by
+// then.
+func onAnyPort(t *testing.T, flags Flags) Flags {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if flags.WebhookPort == 0 {
+		flags.WebhookPort = AnyPort
+	}
+	if flags.ProbePort == 0 {
+		flags.ProbePort = AnyPort
+	}
+	if flags.MetricsAddress == "" {
+		flags.MetricsAddress = "127.0.0.1:0"
+	}
+	if flags.ListenAddressesFile == "" {
+		flags.ListenAddressesFile = filepath.Join(t.TempDir(), "listen.json")
+	}
+	return flags
+}
+
+// listenAddresses waits for the addresses a process running with flags
+// (onAnyPort) reports, at most 30 seconds.
+func listenAddresses(t *testing.T, flags Flags) ListenAddresses {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	a, err := WaitListenAddresses(ctx, flags.ListenAddressesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return a
 }
 
 // denier is a trivial admission controller: it denies everything at its

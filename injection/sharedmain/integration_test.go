@@ -37,17 +37,15 @@ func TestRunWithRealAPIServer(t *testing.T) {
 	systemNS := createNamespace(t, kube, "sharedmain-system-")
 	appNS := createNamespace(t, kube, "sharedmain-app-")
 
-	port := freePort(t)
 	level := zap.NewAtomicLevelAt(zapcore.InfoLevel)
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ctx = WithFlags(ctx, Flags{
-		Kubeconfig: env.KubeconfigPath, DisableHA: true,
-		WebhookAddress: "127.0.0.1", WebhookPort: port,
+	flags := onAnyPort(t, Flags{
+		Kubeconfig: env.KubeconfigPath, DisableHA: true, WebhookAddress: "127.0.0.1",
 		WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}, WebhookGracePeriod: time.Second,
-		MetricsAddress: "127.0.0.1:0",
 	})
+	ctx = WithFlags(ctx, flags)
 	ctx = injection.WithSystemNamespace(ctx, systemNS)
 	ctx = WithLogLevel(ctx, level)
 	ctx = WithLogOutput(ctx, logs)
@@ -92,7 +90,8 @@ func TestRunWithRealAPIServer(t *testing.T) {
 	})
 	step("secret")
 	client := tlsClient(t, secret)
-	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	webhookAddr := listenAddresses(t, flags).Webhook
+	base := "https://" + webhookAddr
 	poll(t, "/readyz answers 200 over TLS trusting the Secret's CA", func(ctx context.Context) (bool, error) {
 		code, _ := get(ctx, client, base+webhook.ReadyzPath)
 		return code == http.StatusOK, nil
@@ -137,9 +136,9 @@ func TestRunWithRealAPIServer(t *testing.T) {
 		t.Fatal("Run did not return within 45s of cancellation")
 	}
 	step("returned")
-	if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+	if conn, err := net.Dial("tcp", webhookAddr); err == nil {
 		conn.Close()
-		t.Errorf("webhook port %d still accepts connections after Run returned", port)
+		t.Errorf("webhook %s still accepts connections after Run returned", webhookAddr)
 	}
 }
 
@@ -210,7 +209,7 @@ func TestObjectsThatExistAtStartUpAreReconciledWithRealAPIServer(t *testing.T) {
 			logs := &syncBuffer{}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			ctx = WithFlags(ctx, Flags{Kubeconfig: env.KubeconfigPath, DisableHA: disableHA, ProbePort: freePort(t), MetricsAddress: "127.0.0.1:0"})
+			ctx = WithFlags(ctx, onAnyPort(t, Flags{Kubeconfig: env.KubeconfigPath, DisableHA: disableHA}))
 			ctx = injection.WithSystemNamespace(ctx, systemNS)
 			ctx = WithLogOutput(ctx, logs)
 			ctor := func(ctx context.Context, _ configmap.Watcher) *controller.Impl {

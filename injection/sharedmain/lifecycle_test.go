@@ -87,7 +87,7 @@ func (c *countingRecorder) times(key string) int {
 // informers the constructors get.
 func TestResyncPeriodReachesTheInformers(t *testing.T) {
 	seed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "quiet"}}
-	ctx, _, _ := fakeContext(t, Flags{DisableHA: true, ProbePort: freePort(t), ResyncPeriod: time.Second}, seed)
+	ctx, _, _ := fakeContext(t, Flags{DisableHA: true, ResyncPeriod: time.Second}, seed)
 	var rec countingRecorder
 	ctor := func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		impl := controller.NewImpl(&rec, logging.FromContext(ctx), "resync")
@@ -135,7 +135,7 @@ func (d *drainWatcher) Reconcile(ctx context.Context, key string) error {
 // reconcile in flight when the process is told to stop finishes with a live
 // context, still leader; only then is the process demoted.
 func TestShutdownDrainsBeforeLeadershipEnds(t *testing.T) {
-	ctx, _, logs := fakeContext(t, Flags{ProbePort: freePort(t)})
+	ctx, _, logs := fakeContext(t, Flags{})
 	d := &drainWatcher{started: make(chan struct{}), release: make(chan struct{})}
 	d.DemoteFunc = func() {
 		d.mu.Lock()

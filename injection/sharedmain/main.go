@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -214,9 +213,14 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 		}
 	}
 
-	// Listen before waiting for caches, so a taken port fails fast.
+	// Listen before waiting for caches, so a taken port fails fast and a
+	// caller that asked for port 0 learns its port early.
 	ln, webhookProbeLn, metricsLn, probeHandler, err := p.listen(server != nil, reg != nil)
 	if err != nil {
+		return err
+	}
+	if err := p.reportListeners(ln, webhookProbeLn, metricsLn, probeHandler != nil); err != nil {
+		closeAll(ln, webhookProbeLn, metricsLn)
 		return err
 	}
 
@@ -392,41 +396,6 @@ func (p *process) newInjection(ctx, base context.Context) (context.Context, *inj
 	return newInjection(base, injectionOptions(p.flags))
 }
 
-// listen opens the process's listeners: the webhook's (and, when the
-// webhook asks for client certificates, the probes' beside it) when it
-// serves a webhook, else the probes'; and the metrics' when it has
-// metrics and they are on. It returns probeHandler, the probes to serve on
-// ln, when ln is the probes' listener. On an error it has closed what it
-// opened.
-func (p *process) listen(webhookServer, hasMetrics bool) (ln, webhookProbeLn, metricsLn net.Listener, probeHandler *probes, err error) {
-	if webhookServer {
-		ln, err = listen("webhook", p.flags.WebhookAddress, p.flags.WebhookPort)
-		if err == nil && p.flags.Webhook.ClientCAFile != "" {
-			// The kubelet's probes present no client certificate.
-			if webhookProbeLn, err = listen("probes", "", p.flags.ProbePort); err != nil {
-				ln.Close()
-			}
-		}
-	} else {
-		probeHandler = &probes{}
-		ln, err = listen("probes", "", p.flags.ProbePort)
-	}
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	if hasMetrics && p.flags.MetricsAddress != MetricsOff {
-		if metricsLn, err = net.Listen("tcp", p.flags.MetricsAddress); err != nil {
-			ln.Close()
-			if webhookProbeLn != nil {
-				webhookProbeLn.Close()
-			}
-			return nil, nil, nil, nil, fmt.Errorf("metrics: listen on %s (--metrics-address): %w", p.flags.MetricsAddress, err)
-		}
-		p.metricsAddr = metricsLn.Addr()
-	}
-	return ln, webhookProbeLn, metricsLn, probeHandler, nil
-}
-
 func construct(ctx context.Context, cmw configmap.Watcher, ctors []Constructor) ([]*controller.Impl, error) {
 	impls := make([]*controller.Impl, 0, len(ctors))
 	for i, ctor := range ctors {
@@ -463,15 +432,6 @@ func systemNamespace(ctx context.Context) (ns string, err error) {
 		}
 	}()
 	return injection.SystemNamespace(ctx), nil
-}
-
-func listen(what, address string, port int) (net.Listener, error) {
-	addr := net.JoinHostPort(address, strconv.Itoa(port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen on %s: %w", what, addr, err)
-	}
-	return ln, nil
 }
 
 // identity names this replica in the Lease: the host name (the pod name in

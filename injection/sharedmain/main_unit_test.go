@@ -32,11 +32,9 @@ func fakeContext(t *testing.T, flags Flags, objects ...kruntime.Object) (context
 	t.Helper()
 	_, fakes := injectiontest.NewContext(t, objects...)
 	logs := &syncBuffer{}
-	if flags.MetricsAddress == "" {
-		// On, as by default, on a free port: tests run side by side.
-		flags.MetricsAddress = "127.0.0.1:0"
-	}
-	ctx := WithFlags(t.Context(), flags)
+	// Metrics on, as by default; every listener on a port the kernel
+	// picks: tests run side by side.
+	ctx := WithFlags(t.Context(), onAnyPort(t, flags))
 	ctx = injection.WithSystemNamespace(ctx, testNamespace)
 	ctx = WithLogOutput(ctx, logs)
 	ctx = context.WithValue(ctx, clientsKey{}, newInjectionFunc(func(ctx context.Context, opts injection.Options) (context.Context, *injection.InformerSet, error) {
@@ -96,15 +94,18 @@ func recordingController(r *recorder) Constructor {
 }
 
 func TestDisableHAPromotesEverythingAndRoutesAdmission(t *testing.T) {
-	port := freePort(t)
 	flags := Flags{
-		DisableHA: true, WebhookAddress: "127.0.0.1", WebhookPort: port,
+		DisableHA: true, WebhookAddress: "127.0.0.1",
 		WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}, WebhookGracePeriod: -1,
 	}
 	seed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "settings"}}
 	ctx, fakes, _ := fakeContext(t, flags, seed)
 	var rec recorder
 	p, stop := startProcess(t, ctx, recordingController(&rec), newDenierController("/deny"), newDenierController("/deny-too"))
+	addrs := listenAddresses(t, p.flags)
+	if addrs.Probes != "" {
+		t.Errorf("probes reported at %s by a process whose webhook serves them", addrs.Probes)
+	}
 
 	var leaders []string
 	for _, impl := range append(p.impls, p.certs) {
@@ -125,7 +126,7 @@ func TestDisableHAPromotesEverythingAndRoutesAdmission(t *testing.T) {
 		return err == nil, nil
 	})
 	client := tlsClient(t, secret)
-	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	base := "https://" + addrs.Webhook
 	poll(t, "webhook /readyz answers 200", func(ctx context.Context) (bool, error) {
 		code, _ := get(ctx, client, base+webhook.ReadyzPath)
 		return code == http.StatusOK, nil
@@ -149,16 +150,19 @@ func TestDisableHAPromotesEverythingAndRoutesAdmission(t *testing.T) {
 	if len(leases.Items) != 0 {
 		t.Errorf("leases under DisableHA = %d, want none", len(leases.Items))
 	}
-	if _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-		t.Errorf("webhook port %d still accepts connections after shutdown", port)
+	if _, err := net.Dial("tcp", addrs.Webhook); err == nil {
+		t.Errorf("webhook %s still accepts connections after shutdown", addrs.Webhook)
 	}
 }
 
 func TestLeaderElectionPromotesAfterTheLease(t *testing.T) {
-	probePort := freePort(t)
-	ctx, fakes, _ := fakeContext(t, Flags{ProbePort: probePort})
+	ctx, fakes, _ := fakeContext(t, Flags{})
 	var rec recorder
 	p, stop := startProcess(t, ctx, recordingController(&rec))
+	addrs := listenAddresses(t, p.flags)
+	if addrs.Webhook != "" {
+		t.Errorf("webhook reported at %s by a process without admission controllers", addrs.Webhook)
+	}
 	if p.certs != nil {
 		t.Error("a certificates controller runs without any admission controller")
 	}
@@ -172,7 +176,7 @@ func TestLeaderElectionPromotesAfterTheLease(t *testing.T) {
 	}
 
 	client := &http.Client{Timeout: 5 * time.Second}
-	base := fmt.Sprintf("http://127.0.0.1:%d", probePort)
+	base := "http://" + addrs.Probes
 	for _, path := range []string{webhook.HealthzPath, webhook.ReadyzPath} {
 		code, err := get(t.Context(), client, base+path)
 		if err != nil || code != http.StatusOK {
@@ -213,8 +217,8 @@ func TestStartupErrors(t *testing.T) {
 		{name: "no system namespace", noNS: true, wantError: "no system namespace"},
 		{name: "webhook port taken", flags: webhookOn(takenPort), ctors: []Constructor{newDenierController("/a")}, wantError: "webhook: listen on 127.0.0.1:"},
 		{name: "probe port taken", flags: Flags{DisableHA: true, ProbePort: takenPort}, wantError: "probes: listen on :"},
-		{name: "metrics port taken", flags: Flags{DisableHA: true, ProbePort: freePort(t), MetricsAddress: fmt.Sprintf("127.0.0.1:%d", takenPort)}, wantError: "metrics: listen on 127.0.0.1:"},
-		{name: "two admission controllers on one path", flags: webhookOn(freePort(t)), ctors: []Constructor{newDenierController("/a"), newDenierController("/a")}, wantError: "both serve path /a"},
+		{name: "metrics port taken", flags: Flags{DisableHA: true, MetricsAddress: fmt.Sprintf("127.0.0.1:%d", takenPort)}, wantError: "metrics: listen on 127.0.0.1:"},
+		{name: "two admission controllers on one path", flags: webhookOn(AnyPort), ctors: []Constructor{newDenierController("/a"), newDenierController("/a")}, wantError: "both serve path /a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -250,14 +254,14 @@ func TestNothingOutlivesTheProcess(t *testing.T) {
 		{
 			name: "webhook without leader election",
 			flags: func(t *testing.T) Flags {
-				return Flags{DisableHA: true, WebhookAddress: "127.0.0.1", WebhookPort: freePort(t),
+				return Flags{DisableHA: true, WebhookAddress: "127.0.0.1",
 					WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")}, WebhookGracePeriod: -1}
 			},
 			ctors: []Constructor{newDenierController("/deny")},
 		},
 		{
 			name:  "controllers with leader election",
-			flags: func(t *testing.T) Flags { return Flags{ProbePort: freePort(t)} },
+			flags: func(t *testing.T) Flags { return Flags{} },
 			ctors: []Constructor{recordingController(&recorder{})},
 		},
 	} {
@@ -286,7 +290,7 @@ func TestNothingOutlivesTheProcess(t *testing.T) {
 // constructors returned it) shuts the process down with its error, without
 // waiting for ctx.
 func TestRuntimeFailureStopsTheProcess(t *testing.T) {
-	ctx, _, _ := fakeContext(t, Flags{DisableHA: true, ProbePort: freePort(t)})
+	ctx, _, _ := fakeContext(t, Flags{DisableHA: true})
 	shared := controller.NewImpl(&recorder{}, nil, "shared")
 	same := func(context.Context, configmap.Watcher) *controller.Impl { return shared }
 	done := make(chan error, 1)

@@ -20,7 +20,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	seed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "settings"}}
 
 	t.Run("on", func(t *testing.T) {
-		ctx, _, _ := fakeContext(t, Flags{DisableHA: true, ProbePort: freePort(t)}, seed)
+		ctx, _, _ := fakeContext(t, Flags{DisableHA: true}, seed)
 		var rec recorder
 		p, _ := startProcess(t, ctx, recordingController(&rec))
 		if p.metricsAddr == nil {
@@ -53,7 +53,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	})
 
 	t.Run("off", func(t *testing.T) {
-		ctx, _, _ := fakeContext(t, Flags{DisableHA: true, ProbePort: freePort(t), MetricsAddress: MetricsOff}, seed)
+		ctx, _, _ := fakeContext(t, Flags{DisableHA: true, MetricsAddress: MetricsOff}, seed)
 		p, _ := startProcess(t, ctx, recordingController(&recorder{}))
 		if p.metricsAddr != nil {
 			t.Errorf("--metrics-address off, yet metrics are served at %s", p.metricsAddr)
@@ -62,7 +62,7 @@ func TestMetricsEndpoint(t *testing.T) {
 
 	t.Run("registry from the context", func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		ctx, _, _ := fakeContext(t, Flags{DisableHA: true, ProbePort: freePort(t), MetricsAddress: MetricsOff}, seed)
+		ctx, _, _ := fakeContext(t, Flags{DisableHA: true, MetricsAddress: MetricsOff}, seed)
 		var rec recorder
 		startProcess(t, WithMetricsRegistry(ctx, reg), recordingController(&rec))
 		poll(t, "the reconcile counted in the given registry", func(context.Context) (bool, error) {
@@ -78,7 +78,7 @@ func TestMetricsEndpoint(t *testing.T) {
 			return false, nil
 		})
 		// A registry serves one process: a second one with it fails.
-		ctx2, _, _ := fakeContext(t, Flags{DisableHA: true, ProbePort: freePort(t)}, seed)
+		ctx2, _, _ := fakeContext(t, Flags{DisableHA: true}, seed)
 		if err := Run(WithMetricsRegistry(ctx2, reg), "second", recordingController(&recorder{})); err == nil {
 			t.Error("a second Run with the same registry started")
 		}

@@ -79,7 +79,9 @@ func webhookOptions(ctx context.Context, f Flags, logger *zap.Logger) webhook.Op
 	given, _ := webhook.OptionsFrom(ctx)
 	opts := given
 	opts.Address = f.WebhookAddress
-	opts.Port = f.WebhookPort
+	// sharedmain listens itself (the webhook's Port serves only
+	// webhook.Server.Run), on the port the kernel picks for AnyPort.
+	opts.Port = max(f.WebhookPort, 0)
 	opts.GracePeriod = f.WebhookGracePeriod
 	opts.CallInKubeNamespaces = f.WebhookKubeNamespaces
 	opts.DeclarativeByWebhook = f.DeclarativeAdmission == policy.ByWebhook

@@ -5,19 +5,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
+	"github.com/bindkit/bindkit/injection/sharedmain"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/webhook"
 )
@@ -78,51 +85,142 @@ func WebhookConfigurationAt(path string, port int) (*admissionregistrationv1.Mut
 	return cfg, nil
 }
 
+// PointWebhookConfiguration points the webhooks of the installed
+// MutatingWebhookConfiguration name whose URL reaches 127.0.0.1:from at
+// 127.0.0.1:to, keeping their paths: a controller binds a port the kernel
+// picks, so a restarted one is reached on another, as a Service follows a
+// restarted pod. Webhooks pointed elsewhere, and a configuration not
+// installed, are left alone.
+func PointWebhookConfiguration(ctx context.Context, kube kubernetes.Interface, name string, from, to int) error {
+	if from == to {
+		return nil
+	}
+	api := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	fromHost, toHost := net.JoinHostPort("127.0.0.1", strconv.Itoa(from)), net.JoinHostPort("127.0.0.1", strconv.Itoa(to))
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		changed := false
+		for i := range cfg.Webhooks {
+			cc := &cfg.Webhooks[i].ClientConfig
+			if cc.URL == nil {
+				continue
+			}
+			u, err := url.Parse(*cc.URL)
+			if err != nil || u.Host != fromHost {
+				continue
+			}
+			u.Host = toHost
+			s := u.String()
+			cc.URL, changed = &s, true
+		}
+		if !changed {
+			return nil
+		}
+		_, err = api.Update(ctx, cfg, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("point MutatingWebhookConfiguration %s at %s: %w", name, toHost, err)
+	}
+	return nil
+}
+
+// InstallWebhookConfiguration creates cfg (WebhookConfigurationAt's, its
+// URLs on the port a started controller reported); when it is installed
+// already, for an earlier process, it points the installed webhooks that
+// have a URL at cfg's URL of the same webhook and leaves the rest (the
+// rules, selectors and CA the controller fills in) as they are. So a test
+// installs the configuration once its controller has bound a port the
+// kernel picked, and again for each process it restarts.
+func InstallWebhookConfiguration(ctx context.Context, kube kubernetes.Interface, cfg *admissionregistrationv1.MutatingWebhookConfiguration) error {
+	api := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	_, err := api.Create(ctx, cfg, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("create MutatingWebhookConfiguration %s: %w", cfg.Name, err)
+		}
+		return nil
+	}
+	urls := map[string]*string{}
+	for _, w := range cfg.Webhooks {
+		urls[w.Name] = w.ClientConfig.URL
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		installed, err := api.Get(ctx, cfg.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range installed.Webhooks {
+			w := &installed.Webhooks[i]
+			if u := urls[w.Name]; u != nil && w.ClientConfig.URL != nil {
+				w.ClientConfig.URL = u
+			}
+		}
+		_, err = api.Update(ctx, installed, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("point MutatingWebhookConfiguration %s at the new process: %w", cfg.Name, err)
+	}
+	return nil
+}
+
 // Controller is a githubbinding controller process started by
 // StartController.
 type Controller struct {
 	cmd     *exec.Cmd
 	logPath string
-	// MetricsAddress is where it serves its metrics (127.0.0.1 and a free
-	// port), unless args gave --metrics-address.
+	// Addresses are where it listens, as it reported them
+	// (--listen-addresses-file): every listener on a port the kernel
+	// picked, unless args gave another. Empty for a process that exited
+	// without listening (--uninstall).
+	Addresses sharedmain.ListenAddresses
+	// WebhookPort is the port of its webhook on 127.0.0.1; 0 when it runs
+	// no webhook.
+	WebhookPort int
+	// MetricsAddress is where it serves its metrics (127.0.0.1 and a port
+	// the kernel picked), unless args gave --metrics-address.
 	MetricsAddress string
 	// ProbePort is where it serves /healthz and /readyz over HTTP when it
-	// runs no webhook.
+	// runs no webhook (or one that requires client certificates); 0
+	// otherwise.
 	ProbePort int
 	done      chan struct{}
 	mu        sync.Mutex
 	err       error // cmd.Wait's result, once done is closed
 }
 
+// listenTimeout bounds the wait for a started controller to bind its
+// listeners, which it does before its caches sync.
+const listenTimeout = time.Minute
+
 // StartController starts binary as users run it, against env, in
-// SystemNamespace: its kubeconfig, the webhook on 127.0.0.1:port with
-// 127.0.0.1 in its certificate, its metrics on 127.0.0.1 and a free port
-// (Controller.MetricsAddress; processes run side by side), its probes on
-// another free port (ProbePort), and args after
-// those. Its log goes to a file in env.Dir (LogTail).
-func StartController(env *testenv.Environment, binary string, port int, args ...string) (*Controller, error) {
-	metricsPort, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	// Probes are served on a port of their own when no webhook runs (a
-	// process admitting only by policy), so it too must be free.
-	probePort, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
+// SystemNamespace: its kubeconfig, the webhook on 127.0.0.1 with
+// 127.0.0.1 in its certificate, and its webhook, probes and metrics on
+// ports of 127.0.0.1 the kernel picks (processes run side by side, and a
+// port chosen free before the process binds it can be taken by then),
+// then args. It returns once the process has reported where it listens
+// (Controller.Addresses, WebhookPort, ProbePort, MetricsAddress), or has
+// exited 0 without listening, as --uninstall does; a process that exits
+// otherwise, or does not listen within a minute, is an error quoting its
+// log. Its log goes to a file in env.Dir (LogTail).
+func StartController(env *testenv.Environment, binary string, args ...string) (*Controller, error) {
 	logFile, err := os.CreateTemp(env.Dir, filepath.Base(binary)+"-*.log")
 	if err != nil {
 		return nil, err
 	}
-	metricsAddress := "127.0.0.1:" + strconv.Itoa(metricsPort)
+	addressesFile := strings.TrimSuffix(logFile.Name(), ".log") + "-listen.json"
 	cmd := exec.Command(binary, append([]string{
 		"--kubeconfig=" + env.KubeconfigPath,
 		"--webhook-address=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(port),
+		"--webhook-port=0",
 		"--webhook-ip-sans=127.0.0.1",
-		"--metrics-address=" + metricsAddress,
-		"--probe-port=" + strconv.Itoa(probePort),
+		"--metrics-address=127.0.0.1:0",
+		"--probe-port=0",
+		"--listen-addresses-file=" + addressesFile,
 	}, args...)...)
 	cmd.Env = append(os.Environ(), "SYSTEM_NAMESPACE="+SystemNamespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -131,7 +229,7 @@ func StartController(env *testenv.Environment, binary string, port int, args ...
 		logFile.Close()
 		return nil, fmt.Errorf("start controller: %w", err)
 	}
-	c := &Controller{cmd: cmd, logPath: logFile.Name(), MetricsAddress: metricsAddress, ProbePort: probePort, done: make(chan struct{})}
+	c := &Controller{cmd: cmd, logPath: logFile.Name(), done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
@@ -140,7 +238,37 @@ func StartController(env *testenv.Environment, binary string, port int, args ...
 		c.mu.Unlock()
 		close(c.done)
 	}()
+	if err := c.waitListening(addressesFile); err != nil {
+		c.Kill()
+		return nil, fmt.Errorf("%w\nlast lines of the controller's log:\n%s", err, c.LogTail(30))
+	}
 	return c, nil
+}
+
+// waitListening waits until the process has written addressesFile, or has
+// exited, at most listenTimeout, and sets the addresses it reported.
+func (c *Controller) waitListening(addressesFile string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), listenTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	addrs, err := sharedmain.WaitListenAddresses(ctx, addressesFile)
+	if err != nil {
+		if exited, exitErr := c.Exited(); exited {
+			if exitErr != nil {
+				return fmt.Errorf("controller exited before it listened: %w", exitErr)
+			}
+			return nil // it had nothing to serve (--uninstall)
+		}
+		return fmt.Errorf("controller: %w", err)
+	}
+	c.Addresses, c.WebhookPort, c.ProbePort, c.MetricsAddress = addrs, addrs.WebhookPort(), addrs.ProbePort(), addrs.Metrics
+	return nil
 }
 
 // Exited reports whether the process has exited, and how.

@@ -61,15 +61,11 @@ func Run(ctx context.Context, out io.Writer, env *testenv.Environment, opts Opti
 	if err := BuildController(ctx, opts.RepoRoot, binary); err != nil {
 		return err
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
+	if err := d.createNamespaces(ctx); err != nil {
 		return err
 	}
-	if err := d.installWebhook(ctx, port); err != nil {
-		return err
-	}
-	d.step("starting the controller and its webhook on 127.0.0.1:%d", port)
-	ctrl, err := StartController(env, binary, port, "--disable-ha")
+	d.step("starting the controller; its webhook listens on 127.0.0.1, on a port the kernel picks")
+	ctrl, err := StartController(env, binary, "--disable-ha")
 	if err != nil {
 		return err
 	}
@@ -83,7 +79,11 @@ func Run(ctx context.Context, out io.Writer, env *testenv.Environment, opts Opti
 			err = fmt.Errorf("%w\nlast lines of the controller's log:\n%s", err, ctrl.LogTail(30))
 		}
 	}()
-	if err := WaitReady(ctx, d.kube, port, opts.Timeout); err != nil {
+	d.step("installing the webhook configuration, pointed at https://127.0.0.1:%d", ctrl.WebhookPort)
+	if err := d.installWebhook(ctx, ctrl.WebhookPort); err != nil {
+		return err
+	}
+	if err := WaitReady(ctx, d.kube, ctrl.WebhookPort, opts.Timeout); err != nil {
 		return err
 	}
 	return d.walkthrough(ctx)
@@ -99,16 +99,21 @@ type demo struct {
 
 func (d *demo) step(format string, args ...any) { fmt.Fprintf(d.out, "==> "+format+"\n", args...) }
 
-// installWebhook creates the namespaces and the webhook configuration
-// config/ installs in a cluster, with a URL client config to 127.0.0.1
-// instead of a Service.
-func (d *demo) installWebhook(ctx context.Context, port int) error {
+// createNamespaces creates the controller's namespace and the demo's.
+func (d *demo) createNamespaces(ctx context.Context) error {
 	for _, ns := range []string{SystemNamespace, DemoNamespace} {
 		_, err := d.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
+	return nil
+}
+
+// installWebhook creates the webhook configuration config/ installs in a
+// cluster, with a URL client config to 127.0.0.1:port, where the
+// controller's webhook listens, instead of a Service.
+func (d *demo) installWebhook(ctx context.Context, port int) error {
 	cfg, err := WebhookConfiguration(d.opts.RepoRoot, port)
 	if err != nil {
 		return err

@@ -171,6 +171,10 @@ func (s *session) run(line string) {
 		s.controlPlane(fields[4:])
 	case strings.HasPrefix(line, "GOBIN=DIR go install "):
 		s.goInstall(fields)
+	case strings.HasPrefix(line, "go run ./hack/controlplane") && s.cwd == root:
+		s.attachLoop(fields[3:])
+	case fields[0] == "export" && (strings.HasPrefix(fields[1], "BINDKIT_CONTROL_PLANE=") || strings.HasPrefix(fields[1], "BINDKIT_KUBE_MINOR=")):
+		t.Logf("not run (the line hack/controlplane prints, for another shell): %s", line)
 	case fields[0] == "go" && s.cwd == root && (fields[1] == "test" || fields[1] == "vet"):
 		s.exec(root, nil, append([]string{"go", fields[1], "-n"}, fields[2:]...)...)
 	case fields[0] == "go":
@@ -266,6 +270,17 @@ func (s *session) controlPlane(args []string) {
 	if !strings.Contains(out, "nothing to build") {
 		s.t.Errorf("go tool bindkit controlplane with KUBEBUILDER_ASSETS=%s builds:\n%s", bins, out)
 	}
+}
+
+// attachLoop checks `go run ./hack/controlplane` (which runs until
+// interrupted, so is not run here) as far as it can: it builds, and
+// parses the flags the line gives.
+func (s *session) attachLoop(args []string) {
+	out := s.exec(root, nil, append(append([]string{"go", "run", "./hack/controlplane"}, args...), "-h")...)
+	if !strings.Contains(out, "-workloads") {
+		s.t.Errorf("go run ./hack/controlplane -h: no usage:\n%s", out)
+	}
+	s.t.Logf("not run (it runs until interrupted): go run ./hack/controlplane %s", strings.Join(args, " "))
 }
 
 // goInstall checks a `GOBIN=DIR go install module@version` line with -n,

@@ -49,20 +49,7 @@ func startController(t *testing.T, env *testenv.Environment) {
 	if err := demo.BuildController(ctx, "../..", binary); err != nil {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := demo.WebhookConfiguration("../..", port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	configs := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	if _, err := configs.Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { configs.Delete(context.Background(), cfg.Name, metav1.DeleteOptions{}) })
-	ctrl, err := demo.StartController(env, binary, port, "--disable-ha")
+	ctrl, err := demo.StartController(env, binary, "--disable-ha")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +58,19 @@ func startController(t *testing.T, env *testenv.Environment) {
 			t.Errorf("stop controller: %v\n%s", err, ctrl.LogTail(30))
 		}
 	})
-	if err := demo.WaitReady(ctx, kube, port, time.Minute); err != nil {
+	// Pointed at the port the controller reported: it binds one the kernel
+	// picks. (Deleted before the controller stops: cleanups run last
+	// first.)
+	cfg, err := demo.WebhookConfiguration("../..", ctrl.WebhookPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if _, err := configs.Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { configs.Delete(context.Background(), cfg.Name, metav1.DeleteOptions{}) })
+	if err := demo.WaitReady(ctx, kube, ctrl.WebhookPort, time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, ctrl.LogTail(30))
 	}
 }

@@ -57,6 +57,8 @@ type Harness struct {
 	Kube     kubernetes.Interface
 	Dyn      dynamic.Interface
 	RepoRoot string
+	// Port is the webhook's port on 127.0.0.1 of the process StartProcess
+	// started last, as it reported it.
 	Port     int
 	binary   string
 	proc     *demo.Controller
@@ -71,10 +73,11 @@ var (
 )
 
 // Start builds the controller once per test binary (into env.Dir, which
-// the control plane's Stop removes), installs the system namespace and config/'s
-// MutatingWebhookConfiguration (reached by URL on 127.0.0.1), and starts
-// the controller with args after the harness's own flags. It waits until
-// the webhook is ready. Cleanup, registered on t, deletes the Bindings the
+// the control plane's Stop removes), installs the system namespace, starts
+// the controller with args after the harness's own flags, installs
+// config/'s MutatingWebhookConfiguration, reached by URL at the port the
+// controller reported (Port: it binds one the kernel picks), and waits
+// until the webhook is ready. Cleanup, registered on t, deletes the Bindings the
 // harness created while the controller still runs (so their finalizers go),
 // stops it with SIGTERM and removes the configuration and the Secret.
 func Start(t testing.TB, env *testenv.Environment, repoRoot string, args ...string) *Harness {
@@ -92,27 +95,43 @@ func Start(t testing.TB, env *testenv.Environment, repoRoot string, args ...stri
 	if _, err := h.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Port = port
-	h.InstallConfiguration()
 	t.Cleanup(h.cleanup)
-	h.StartProcess(args...)
+	h.startProcess(args)
+	h.InstallConfiguration()
+	h.waitReady()
 	return h
 }
 
 // StartProcess starts the controller (again) and waits until it is ready.
+// The new process binds a port the kernel picks, so the installed
+// configuration, where it reached the previous process, is pointed at the
+// new one, as a Service follows a restarted pod.
 func (h *Harness) StartProcess(args ...string) {
 	h.T.Helper()
-	proc, err := demo.StartController(h.Env, h.binary, h.Port, args...)
+	previous := h.Port
+	h.startProcess(args)
+	if err := demo.PointWebhookConfiguration(context.Background(), h.Kube, ConfigName, previous, h.Port); err != nil {
+		h.T.Fatal(err)
+	}
+	h.waitReady()
+}
+
+// startProcess starts the controller with args and sets Port to the port
+// its webhook reported.
+func (h *Harness) startProcess(args []string) {
+	h.T.Helper()
+	proc, err := demo.StartController(h.Env, h.binary, args...)
 	if err != nil {
 		h.T.Fatal(err)
 	}
-	h.proc = proc
+	h.proc, h.Port = proc, proc.WebhookPort
+}
+
+// waitReady waits until the process's webhook is ready.
+func (h *Harness) waitReady() {
+	h.T.Helper()
 	if err := demo.WaitReady(context.Background(), h.Kube, h.Port, 60*time.Second); err != nil {
-		h.T.Fatalf("%v\nlog:\n%s", err, proc.LogTail(40))
+		h.T.Fatalf("%v\nlog:\n%s", err, h.proc.LogTail(40))
 	}
 }
 
@@ -123,15 +142,11 @@ func (h *Harness) StartProcess(args ...string) {
 // certificates.
 func (h *Harness) StartReplica(args ...string) (proc *demo.Controller, port int) {
 	h.T.Helper()
-	port, err := testenv.FreePort()
+	proc, err := demo.StartController(h.Env, h.binary, args...)
 	if err != nil {
 		h.T.Fatal(err)
 	}
-	proc, err = demo.StartController(h.Env, h.binary, port, args...)
-	if err != nil {
-		h.T.Fatal(err)
-	}
-	return proc, port
+	return proc, proc.WebhookPort
 }
 
 // Service stands in for a Service in front of replicas: it forwards each
@@ -194,7 +209,7 @@ func forward(conn net.Conn, ports []int) {
 // exited: for a mode that does its work and ends, such as --uninstall.
 func (h *Harness) RunOnce(timeout time.Duration, args ...string) (string, error) {
 	h.T.Helper()
-	proc, err := demo.StartController(h.Env, h.binary, h.Port, args...)
+	proc, err := demo.StartController(h.Env, h.binary, args...)
 	if err != nil {
 		h.T.Fatal(err)
 	}

@@ -3,8 +3,11 @@ package fixturebinding_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/bindkit/bindkit/injection"
@@ -38,10 +42,12 @@ type rig struct {
 	kube   kubernetes.Interface
 	dyn    dynamic.Interface
 	system string
-	port   int
-	logs   *lockedBuffer
-	done   chan error
-	cancel context.CancelFunc
+	port   int // the webhook's, as the process reported it
+	// listenFile is where the running process reports its ports.
+	listenFile string
+	logs       *lockedBuffer
+	done       chan error
+	cancel     context.CancelFunc
 }
 
 func newRig(t *testing.T) *rig {
@@ -49,15 +55,12 @@ func newRig(t *testing.T) *rig {
 	env := controlPlane.Env(t)
 	r := &rig{t: t, env: env, kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config), logs: &lockedBuffer{}}
 	r.system = env.CreateNamespace(t, "fixture-system-")
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.port = port
+	r.start()
+	t.Cleanup(r.stop)
 	for _, kind := range []string{fixturebinding.Kind, fixturebinding.OtherKind} {
 		gvr := fixturebinding.GVR(kind)
 		name := gvr.GroupResource().String()
-		url := fmt.Sprintf("https://127.0.0.1:%d/%s", port, gvr.Resource)
+		url := fmt.Sprintf("https://127.0.0.1:%d/%s", r.port, gvr.Resource)
 		_, err := r.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Webhooks: []admissionregistrationv1.MutatingWebhook{{
@@ -75,19 +78,57 @@ func newRig(t *testing.T) *rig {
 			r.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
 	}
-	r.start()
-	t.Cleanup(r.stop)
 	return r
 }
 
-// start runs the process: both kinds, controller and webhook each.
+// start runs the process: both kinds, controller and webhook each. It
+// returns once the process has bound its webhook to a port the kernel
+// picked (port); on a restart it points the webhook configurations at the
+// new port, as a Service follows a restarted pod.
 func (r *rig) start() {
 	r.t.Helper()
+	previous := r.port
+	r.listenFile = filepath.Join(r.t.TempDir(), "listen-addresses.json")
 	ctx, ctors := r.process(false)
 	ctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	r.done = make(chan error, 1)
 	go func() { r.done <- sharedmain.Run(ctx, "fixture-controller", ctors...) }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		addrs, err := sharedmain.ReadListenAddresses(r.listenFile)
+		if err == nil {
+			r.port = addrs.WebhookPort()
+			break
+		}
+		r.running()
+		if !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+			r.t.Fatalf("the process's listen addresses: %v\nlog tail:\n%s", err, r.logs.tail(40))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if previous == 0 || previous == r.port {
+		return
+	}
+	for _, kind := range []string{fixturebinding.Kind, fixturebinding.OtherKind} {
+		gvr := fixturebinding.GVR(kind)
+		url := fmt.Sprintf("https://127.0.0.1:%d/%s", r.port, gvr.Resource)
+		configs := r.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cfg, err := configs.Get(context.Background(), gvr.GroupResource().String(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for i := range cfg.Webhooks {
+				cfg.Webhooks[i].ClientConfig.URL = &url
+			}
+			_, err = configs.Update(context.Background(), cfg, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			r.t.Fatalf("point the webhook of %s at the restarted process: %v", kind, err)
+		}
+	}
 }
 
 // uninstall runs the process once with --uninstall and returns its error.
@@ -112,7 +153,8 @@ func (r *rig) process(uninstall bool) (context.Context, []sharedmain.Constructor
 	}
 	ctx := sharedmain.WithFlags(context.Background(), sharedmain.Flags{
 		Kubeconfig:     r.env.KubeconfigPath,
-		WebhookAddress: "127.0.0.1", WebhookPort: r.port, WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")},
+		WebhookAddress: "127.0.0.1", WebhookPort: sharedmain.AnyPort, WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")},
+		ProbePort: sharedmain.AnyPort, ListenAddressesFile: r.listenFile,
 		WebhookGracePeriod: -1, MetricsAddress: "127.0.0.1:0", Uninstall: uninstall,
 	})
 	ctx = injection.WithSystemNamespace(ctx, r.system)

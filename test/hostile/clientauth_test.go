@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,12 +29,8 @@ import (
 // probes answer over HTTP on --probe-port.
 func TestClientCertificateRequiredWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
-	probePort, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	probe := func(c *controller) error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", probePort, webhook.ReadyzPath))
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", c.probePort, webhook.ReadyzPath))
 		if err != nil {
 			return err
 		}
@@ -45,7 +40,7 @@ func TestClientCertificateRequiredWithRealAPIServer(t *testing.T) {
 		}
 		return nil
 	}
-	c := startController(t, env, probe, "--webhook-client-ca="+env.WebhookClientCAFile, "--probe-port="+strconv.Itoa(probePort))
+	c := startController(t, env, probe, "--webhook-client-ca="+env.WebhookClientCAFile)
 	createBinding(t, env, "authed-binding", "authed")
 
 	// The kube-apiserver gets in: a Deployment created after the Binding

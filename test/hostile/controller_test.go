@@ -33,6 +33,7 @@ import (
 
 	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
+	"github.com/bindkit/bindkit/injection/sharedmain"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/webhook"
 )
@@ -72,9 +73,14 @@ func controllerBinary(t *testing.T, env *testenv.Environment) string {
 
 // controller is the githubbinding controller running as a child process.
 type controller struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	port    int
+	t    *testing.T
+	cmd  *exec.Cmd
+	port int // the webhook's, as the process reported it
+	// probePort serves the probes over HTTP when the webhook requires
+	// client certificates; 0 otherwise.
+	probePort int
+	// metrics is where /metrics is served (host:port), as reported.
+	metrics string
 	logPath string
 	done    chan error
 	roots   *x509.CertPool // trusts the webhook's serving certificate
@@ -86,8 +92,9 @@ func (c *controller) url() string {
 }
 
 // startController runs the controller as the demo does, with default
-// flags but those that put its webhook on loopback, and waits until it is
-// ready. ready checks readiness; nil means /readyz on the webhook's port.
+// flags but those that put its webhook on loopback and its listeners on
+// ports the kernel picks, points the webhook configuration at the port it
+// reported, and waits until it is ready. ready checks readiness; nil means /readyz on the webhook's port.
 func startController(t *testing.T, env *testenv.Environment, ready func(*controller) error, extraArgs ...string) *controller {
 	t.Helper()
 	binary := controllerBinary(t, env)
@@ -98,24 +105,22 @@ func startController(t *testing.T, env *testenv.Environment, ready func(*control
 			t.Fatal(err)
 		}
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	installWebhookConfiguration(t, kube, port)
-
-	c := &controller{t: t, port: port, logPath: filepath.Join(t.TempDir(), "controller.log"), done: make(chan error, 1)}
+	c := &controller{t: t, logPath: filepath.Join(t.TempDir(), "controller.log"), done: make(chan error, 1)}
 	logFile, err := os.Create(c.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	listenFile := filepath.Join(t.TempDir(), "listen-addresses.json")
 	args := append([]string{
 		"--kubeconfig=" + env.KubeconfigPath,
 		"--disable-ha",
 		"--webhook-address=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(port),
-		"--webhook-ip-sans=127.0.0.1",
+		// Every listener on a port the kernel picks, reported in a file.
+		"--webhook-port=0",
+		"--probe-port=0",
 		"--metrics-address=127.0.0.1:0",
+		"--listen-addresses-file=" + listenFile,
+		"--webhook-ip-sans=127.0.0.1",
 		// Not a bound: only so that stopping takes no 15 s.
 		"--webhook-grace-period=-1s",
 	}, extraArgs...)
@@ -131,6 +136,19 @@ func startController(t *testing.T, env *testenv.Environment, ready func(*control
 		logFile.Close()
 	}()
 	t.Cleanup(c.stop)
+
+	var addrs sharedmain.ListenAddresses
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		if err := c.exited(); err != nil {
+			return false, err
+		}
+		addrs, err = sharedmain.ReadListenAddresses(listenFile)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("controller did not report its addresses: %v\n%s", err, c.logTail())
+	}
+	c.port, c.probePort, c.metrics = addrs.WebhookPort(), addrs.ProbePort(), addrs.Metrics
+	installWebhookConfiguration(t, kube, c.port)
 
 	if ready == nil {
 		ready = (*controller).readyOverTLS

@@ -70,9 +70,8 @@ var floodKinds = []floodKind{
 // within bounds and return to rest once the flood stops.
 func TestSlowPeerFloodWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
-	metricsPort := freePort(t)
-	c := startController(t, env, nil, "--metrics-address=127.0.0.1:"+strconv.Itoa(metricsPort))
-	runFlood(t, env, c, metricsPort, "flood")
+	c := startController(t, env, nil)
+	runFlood(t, env, c, "flood")
 }
 
 // TestSlowPeerFloodWithClientAuthWithRealAPIServer is the flood with
@@ -81,9 +80,8 @@ func TestSlowPeerFloodWithRealAPIServer(t *testing.T) {
 // handshake still under way.
 func TestSlowPeerFloodWithClientAuthWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
-	metricsPort, probePort := freePort(t), freePort(t)
-	probe := func(*controller) error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", probePort, webhook.ReadyzPath))
+	probe := func(c *controller) error {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", c.probePort, webhook.ReadyzPath))
 		if err != nil {
 			return err
 		}
@@ -93,23 +91,13 @@ func TestSlowPeerFloodWithClientAuthWithRealAPIServer(t *testing.T) {
 		}
 		return nil
 	}
-	c := startController(t, env, probe, "--metrics-address=127.0.0.1:"+strconv.Itoa(metricsPort),
-		"--webhook-client-ca="+env.WebhookClientCAFile, "--probe-port="+strconv.Itoa(probePort))
-	runFlood(t, env, c, metricsPort, "flood-authed")
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
+	c := startController(t, env, probe, "--webhook-client-ca="+env.WebhookClientCAFile)
+	runFlood(t, env, c, "flood-authed")
 }
 
 // runFlood binds Deployments labelled app=<app>, measures their creates
 // before and during the flood, and checks the webhook's resources.
-func runFlood(t *testing.T, env *testenv.Environment, c *controller, metricsPort int, app string) {
+func runFlood(t *testing.T, env *testenv.Environment, c *controller, app string) {
 	raiseFileLimit(t, floodPeers+1000)
 	createSelectorBinding(t, env, app)
 	kube := kubernetes.NewForConfigOrDie(env.Config)
@@ -121,7 +109,7 @@ func runFlood(t *testing.T, env *testenv.Environment, c *controller, metricsPort
 	}
 	before := creates.run(10*time.Second, nil)
 	time.Sleep(time.Second)
-	res := c.resources(metricsPort)
+	res := c.resources()
 	c.resetPeak()
 	t.Logf("at rest: %s", res)
 
@@ -132,7 +120,7 @@ func runFlood(t *testing.T, env *testenv.Environment, c *controller, metricsPort
 	time.Sleep(5 * time.Second) // the flood ramps up
 	var peak resources
 	during := creates.run(floodDuration-5*time.Second, func() {
-		now := c.resources(metricsPort)
+		now := c.resources()
 		peak = peak.max(now)
 	})
 	cancel()
@@ -162,7 +150,7 @@ func runFlood(t *testing.T, env *testenv.Environment, c *controller, metricsPort
 	// Nothing leaks once the peers are gone.
 	var after resources
 	if err := wait.PollUntilContextTimeout(t.Context(), time.Second, 30*time.Second, true, func(context.Context) (bool, error) {
-		after = c.resources(metricsPort)
+		after = c.resources()
 		return after.fds <= res.fds+8 && after.goroutines <= res.goroutines+16, nil
 	}); err != nil {
 		t.Errorf("30s after the flood: %s, at rest %s", after, res)
@@ -326,7 +314,7 @@ func (r resources) max(o resources) resources {
 
 // resources reads the process's open files and resident memory from
 // /proc, and its goroutines from its metrics.
-func (c *controller) resources(metricsPort int) resources {
+func (c *controller) resources() resources {
 	var r resources
 	r.rss, _ = c.memory()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.pid()))
@@ -334,7 +322,7 @@ func (c *controller) resources(metricsPort int) resources {
 		c.t.Fatal(err)
 	}
 	r.fds = len(fds)
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	resp, err := http.Get("http://" + c.metrics + "/metrics")
 	if err != nil {
 		c.t.Errorf("metrics: %v", err)
 		return r

@@ -160,14 +160,12 @@ func TestSubjectsUnboundBeforeSubResourcesAreDeletedWithRealAPIServer(t *testing
 // sharedmain, as its main does, and returns what stops them.
 func run(t *testing.T, env *testenv.Environment, system string) func() {
 	t.Helper()
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
+	// No webhook configuration reaches this webhook (the test is the
+	// reconciler's), so no one needs its port: the kernel picks it.
 	ctx = sharedmain.WithFlags(ctx, sharedmain.Flags{
 		Kubeconfig: env.KubeconfigPath, DisableHA: true,
-		WebhookAddress: "127.0.0.1", WebhookPort: port, WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")},
+		WebhookAddress: "127.0.0.1", WebhookPort: sharedmain.AnyPort, WebhookIPSANs: []net.IP{net.ParseIP("127.0.0.1")},
 		WebhookGracePeriod: -1, MetricsAddress: "127.0.0.1:0",
 	})
 	ctx = injection.WithSystemNamespace(ctx, system)

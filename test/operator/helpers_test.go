@@ -46,11 +46,7 @@ func startController(t *testing.T, env *testenv.Environment) *demo.Controller {
 	if err := demo.BuildPackage(t.Context(), root, "./examples/sinkbinding/cmd/controller", binary); err != nil {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctrl, err := demo.StartController(env, binary, port)
+	ctrl, err := demo.StartController(env, binary)
 	if err != nil {
 		t.Fatal(err)
 	}

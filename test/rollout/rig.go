@@ -54,11 +54,7 @@ func StartController(t testing.TB, env *testenv.Environment, args ...string) *de
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctrl, err := demo.StartController(env, binary, port, args...)
+	ctrl, err := demo.StartController(env, binary, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ const (
 	KubeMinorEnv            = envtest.KubeMinorEnv
 	NewestMinor             = envtest.NewestMinor
 	WebhookClientCommonName = envtest.WebhookClientCommonName
+	ControlPlaneEnv         = envtest.ControlPlaneEnv
 )
 
 // ErrBinariesMissing is envtest.ErrBinariesMissing.
@@ -41,8 +42,8 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	return envtest.Start(ctx, withRepoBinDir(opts))
 }
 
-// FreePort is envtest.FreePort.
-func FreePort() (int, error) { return envtest.FreePort() }
+// DescriptionPath is envtest.DescriptionPath.
+func DescriptionPath(minor string) string { return envtest.DescriptionPath(minor) }
 
 // NewServingCert is envtest.NewServingCert.
 func NewServingCert(hosts ...string) (*ServingCert, error) { return envtest.NewServingCert(hosts...) }

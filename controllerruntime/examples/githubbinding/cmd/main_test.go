@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/bindkit/bindkit/bindingtest"
+	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/tracker"
@@ -205,9 +206,11 @@ func probe(url string) string {
 	return ""
 }
 
+// freePort is a port of 127.0.0.1 free now: controller-runtime's servers
+// take a port number (0 means their default) and report none they bound.
 func freePort(t *testing.T) int {
 	t.Helper()
-	port, err := testenv.FreePort()
+	port, err := envtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

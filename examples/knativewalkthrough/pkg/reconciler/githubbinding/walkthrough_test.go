@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -62,12 +63,8 @@ func TestWalkthroughBindsDeploymentWithRealAPIServer(t *testing.T) {
 	createDeployment(t, kube, ns, "web")
 	createBinding(t, dyn, ns, "gh-web", "web")
 
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs, port := startMain(t, env, systemNS)
 	installWebhookConfiguration(t, kube, port)
-	logs := startMain(t, env, systemNS, port)
 
 	// The reconciler binds what existed before start-up.
 	bound := waitDeployment(t, kube, ns, "web", "bound by the reconciler", isBound)
@@ -115,21 +112,26 @@ func TestWalkthroughBindsDeploymentWithRealAPIServer(t *testing.T) {
 
 // startMain runs the walkthrough's constructors as its cmd/webhook does,
 // with the flags a binary would get on its command line, and stops them when
-// the test ends, failing it if they do not stop cleanly.
-func startMain(t *testing.T, env *testenv.Environment, systemNS string, port int) fmt.Stringer {
+// the test ends, failing it if they do not stop cleanly. It returns the
+// process's log and the port its webhook reported.
+func startMain(t *testing.T, env *testenv.Environment, systemNS string) (fmt.Stringer, int) {
 	t.Helper()
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
+	listenFile := filepath.Join(t.TempDir(), "listen-addresses.json")
 	ctx = sharedmain.WithFlags(ctx, sharedmain.Flags{
 		Kubeconfig:     env.KubeconfigPath,
 		WebhookAddress: "127.0.0.1",
-		WebhookPort:    port,
 		WebhookIPSANs:  []net.IP{net.ParseIP("127.0.0.1")},
 		// Only shutdown waits for it: the default (a Service's endpoints
 		// to update) would add its length to every run of the test.
 		WebhookGracePeriod: time.Second,
-		// A free port: tests run side by side.
-		MetricsAddress: "127.0.0.1:0",
+		// Every listener on a port the kernel picks, reported in a file:
+		// tests run side by side.
+		WebhookPort:         sharedmain.AnyPort,
+		ProbePort:           sharedmain.AnyPort,
+		MetricsAddress:      "127.0.0.1:0",
+		ListenAddressesFile: listenFile,
 	})
 	ctx = injection.WithSystemNamespace(ctx, systemNS)
 	ctx = sharedmain.WithLogOutput(ctx, logs)
@@ -154,7 +156,22 @@ func startMain(t *testing.T, env *testenv.Environment, systemNS string, port int
 			t.Logf("process logs:\n%s", logs)
 		}
 	})
-	return logs
+	// The wait ends when the process does.
+	wait, stopWaiting := context.WithTimeout(ctx, timeout)
+	defer stopWaiting()
+	go func() {
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			stopWaiting()
+		case <-wait.Done():
+		}
+	}()
+	addrs, err := sharedmain.WaitListenAddresses(wait, listenFile)
+	if err != nil {
+		t.Fatalf("%v\nprocess logs:\n%s", err, logs)
+	}
+	return logs, addrs.WebhookPort()
 }
 
 // installWebhookConfiguration creates what a knative user's config/ ships:

@@ -182,19 +182,14 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := demo.WebhookConfigurationAt(filepath.Join(root, "examples/sinkbinding/config/500-webhook-configuration.yaml"), port)
+	// Installed once the first process reports its port (start).
+	cfgPath := filepath.Join(root, "examples/sinkbinding/config/500-webhook-configuration.yaml")
+	cfg, err := demo.WebhookConfigurationAt(cfgPath, 0)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	binary := filepath.Join(t.TempDir(), "sinkbinding-controller")
@@ -253,11 +248,22 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 		}
 	}
 
+	// Each process binds a port the kernel picks; the configuration is
+	// created at the first one's webhook and pointed at each next one's.
 	start := func(args ...string) *demo.Controller {
 		t.Helper()
-		ctrl, err := demo.StartController(env, binary, port, args...)
+		ctrl, err := demo.StartController(env, binary, args...)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if ctrl.WebhookPort != 0 {
+			if cfg, err = demo.WebhookConfigurationAt(cfgPath, ctrl.WebhookPort); err == nil {
+				err = demo.InstallWebhookConfiguration(ctx, kube, cfg)
+			}
+			if err != nil {
+				ctrl.Kill()
+				t.Fatal(err)
+			}
 		}
 		t.Cleanup(func() {
 			if exited, _ := ctrl.Exited(); !exited {
@@ -314,6 +320,9 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 		return map[bool]string{true: "", false: "webhook still has rules"}[n == 0], err
 	})
 	boundAtAdmission("the policy to bind at admission")
+	if ctrl.Addresses.Webhook == "" {
+		t.Errorf("no webhook listener reported (%+v): admitting by policy, the kind's webhook admits until the policy is seen in force", ctrl.Addresses)
+	}
 	if !strings.Contains(ctrl.Log(), "admission policy seen in force: the webhook leaves the path") {
 		t.Errorf("the webhook left the path before a probe saw the policy in force:\n%s", ctrl.LogTail(40))
 	}

@@ -36,8 +36,11 @@ type rig struct {
 	dyn    dynamic.Interface
 	ns     string
 	binary string
-	port   int
 }
+
+// webhookConfigPath is the example's webhook configuration; start points
+// it at the port each process's webhook reports.
+const webhookConfigPath = repoRoot + "/examples/sinkbinding/config/500-webhook-configuration.yaml"
 
 func newRig(t *testing.T, prefix string) *rig {
 	env := controlPlane.Env(t)
@@ -46,23 +49,16 @@ func newRig(t *testing.T, prefix string) *rig {
 	if _, err := r.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo.SystemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	var err error
-	if r.port, err = testenv.FreePort(); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := demo.WebhookConfigurationAt(repoRoot+"/examples/sinkbinding/config/500-webhook-configuration.yaml", r.port)
+	cfg, err := demo.WebhookConfigurationAt(webhookConfigPath, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The configuration of a fresh install, pointing at this test's port.
+	// The configuration of a fresh install, created by the first start.
 	api := r.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	if err := api.Delete(t.Context(), cfg.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	if _, err := policy.RemoveMutatingPolicy(t.Context(), r.kube, policy.MutatingPolicyName(sinkBindings.GroupResource())); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := api.Create(t.Context(), cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r.binary = t.TempDir() + "/sinkbinding-controller"
@@ -72,12 +68,24 @@ func newRig(t *testing.T, prefix string) *rig {
 	return r
 }
 
-// start runs the example binary with its default flags and args.
+// start runs the example binary with its default flags and args, and
+// points the webhook configuration at the port its webhook bound (the
+// kernel picks it), creating the configuration the first time.
 func (r *rig) start(args ...string) *demo.Controller {
 	r.t.Helper()
-	ctrl, err := demo.StartController(r.env, r.binary, r.port, args...)
+	ctrl, err := demo.StartController(r.env, r.binary, args...)
 	if err != nil {
 		r.t.Fatal(err)
+	}
+	if ctrl.WebhookPort != 0 {
+		cfg, err := demo.WebhookConfigurationAt(webhookConfigPath, ctrl.WebhookPort)
+		if err == nil {
+			err = demo.InstallWebhookConfiguration(r.t.Context(), r.kube, cfg)
+		}
+		if err != nil {
+			ctrl.Kill()
+			r.t.Fatal(err)
+		}
 	}
 	r.t.Cleanup(func() {
 		if exited, _ := ctrl.Exited(); !exited {
