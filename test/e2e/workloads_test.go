@@ -19,7 +19,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bindkit/bindkit/audit"
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
@@ -294,6 +297,7 @@ func TestBindingRollsPods(t *testing.T) {
 			if overlap := sharedUIDs(before, boundPods); len(overlap) > 0 {
 				t.Errorf("pods %v ran before the Binding and still run bound: pods were mutated, not replaced", overlap)
 			}
+			auditNamespace(t, env, ns)
 
 			if err := dyn.Resource(githubBindings).Namespace(ns).Delete(ctx, "gh", metav1.DeleteOptions{}); err != nil {
 				t.Fatalf("delete GithubBinding: %v", err)
@@ -303,8 +307,16 @@ func TestBindingRollsPods(t *testing.T) {
 			if overlap := sharedUIDs(boundPods, after); len(overlap) > 0 {
 				t.Errorf("bound pods %v still run after the Binding's delete", overlap)
 			}
+			auditNamespace(t, env, ns)
 		})
 	}
+}
+
+// auditNamespace runs the audit over ns, with GithubBindings' Do, while the
+// controller runs: every record must be the truth.
+func auditNamespace(t *testing.T, env *testenv.Environment, ns string) {
+	t.Helper()
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns, Kinds: []audit.Kind{faults.GithubBindingKind}})
 }
 
 func sharedUIDs(a, b []corev1.Pod) []string {
