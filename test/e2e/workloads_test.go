@@ -19,10 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/bindkit/bindkit/audit"
-	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/test/demo"
-	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
@@ -310,13 +307,6 @@ func TestBindingRollsPods(t *testing.T) {
 			auditNamespace(t, env, ns)
 		})
 	}
-}
-
-// auditNamespace runs the audit over ns, with GithubBindings' Do, while the
-// controller runs: every record must be the truth.
-func auditNamespace(t *testing.T, env *testenv.Environment, ns string) {
-	t.Helper()
-	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns, Kinds: []audit.Kind{faults.GithubBindingKind}})
 }
 
 func sharedUIDs(a, b []corev1.Pod) []string {

@@ -172,6 +172,7 @@ func runFlood(t *testing.T, env *testenv.Environment, c *controller, metricsPort
 		t.Fatal(err)
 	}
 	c.checkLog()
+	auditTestNamespace(t, env)
 }
 
 // raiseFileLimit makes sure this process may hold n files.
