@@ -26,9 +26,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/bindkit/bindkit/audit"
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/tracker"
 )
@@ -132,6 +135,7 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 	w.refusedAtAdmission()
 	w.checkMetricsAfterWalk(ctrl.MetricsAddress, beforeWalk)
 	w.checkFieldManagers()
+	w.audit()
 	beforeRotation := w.metricsOf(ctrl.MetricsAddress)
 
 	// The CA is lost: the leader creates the Secret again.
@@ -170,6 +174,15 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 		t.Errorf("controller log mentions forbidden requests:\n%s", grep(ctrl.Log(), "forbidden"))
 	}
 	checkPermissions(t, env)
+	// --uninstall must leave no record behind.
+	w.audit()
+}
+
+// audit fails the test with every record on the walk's subjects that is
+// not the truth, their content checked with GithubBindings' Do.
+func (w *walk) audit() {
+	w.t.Helper()
+	bindingtest.Audit(w.t, w.env, bindingtest.AuditOptions{Namespace: w.ns, Kinds: []audit.Kind{faults.GithubBindingKind}})
 }
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as

@@ -303,6 +303,7 @@ func TestPanickingDoIsContainedInTheManager(t *testing.T) {
 	if envOf(calm, env) != "bad" {
 		t.Errorf("calm-2 not bound at admission: %v", calm.Spec.Template.Spec.Containers[0].Env)
 	}
+	r.audit(t, ns, fixturebinding.AuditKind(fixturebinding.Kind))
 }
 
 // TestRolloutHaltsInTheManager: a rollout paced two at a time whose
@@ -357,6 +358,7 @@ func TestRolloutHaltsInTheManager(t *testing.T) {
 		}
 		return ""
 	})
+	r.audit(t, ns)
 }
 
 // syncBuffer is a strings.Builder safe for concurrent loggers.

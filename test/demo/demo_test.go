@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bindkit/bindkit/audit"
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
@@ -41,4 +44,7 @@ func TestGithubBindingEndToEndWithRealAPIServer(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	// The demo ends with its Binding deleted and the controller stopped:
+	// no record may be left on its subjects.
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: demo.DemoNamespace, Kinds: []audit.Kind{faults.GithubBindingKind}})
 }

@@ -144,6 +144,7 @@ func TestBarePodsBoundAtAdmission(t *testing.T) {
 	if !unbound(&p.Spec) {
 		t.Errorf("pod not-selected (label bind=no) was bound")
 	}
+	auditNamespace(t, env, ns)
 }
 
 // TestCronJobRunsBoundPods binds a CronJob through the reconciler and waits
@@ -195,4 +196,5 @@ func TestCronJobRunsBoundPods(t *testing.T) {
 		}
 		return fmt.Sprintf("%d pods, none bound and Succeeded", len(pods.Items))
 	})
+	auditNamespace(t, env, ns)
 }

@@ -293,6 +293,7 @@ func TestBindingRollsPods(t *testing.T) {
 			if overlap := sharedUIDs(before, boundPods); len(overlap) > 0 {
 				t.Errorf("pods %v ran before the Binding and still run bound: pods were mutated, not replaced", overlap)
 			}
+			auditNamespace(t, env, ns)
 
 			if err := dyn.Resource(githubBindings).Namespace(ns).Delete(ctx, "gh", metav1.DeleteOptions{}); err != nil {
 				t.Fatalf("delete GithubBinding: %v", err)
@@ -302,6 +303,7 @@ func TestBindingRollsPods(t *testing.T) {
 			if overlap := sharedUIDs(boundPods, after); len(overlap) > 0 {
 				t.Errorf("bound pods %v still run after the Binding's delete", overlap)
 			}
+			auditNamespace(t, env, ns)
 		})
 	}
 }

@@ -135,6 +135,7 @@ func TestSubjectEditedTenTimesASecondIsBoundWithRealAPIServer(t *testing.T) {
 			if tc.noWebhook {
 				h.InstallConfiguration() // for the harness's cleanup
 			}
+			h.Audit(ns)
 		})
 	}
 }
@@ -255,6 +256,7 @@ func TestFreshBindingRecordsNoWarningWithRealAPIServer(t *testing.T) {
 			t.Errorf("Warning event on %s %s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
+	h.Audit(ns)
 }
 
 // Bindings that exist before the process starts are reconciled once it
@@ -283,6 +285,7 @@ func TestBindingsFromBeforeStartUpAreReconciledWithRealAPIServer(t *testing.T) {
 				return "", nil
 			})
 			h.WaitReady(ns, "gh", metav1.ConditionTrue, duck.ReasonBindingAvailable, 20*time.Second)
+			h.Audit(ns)
 		})
 	}
 }
@@ -362,6 +365,9 @@ func TestLeaderKilledMidReconcileWithRealAPIServer(t *testing.T) {
 	if !strings.Contains(follower.Log(), "became leader") {
 		t.Errorf("the follower never became leader:\n%s", follower.LogTail(20))
 	}
+	// The follower leads now: what the killed leader left half done must
+	// be the truth too.
+	h.Audit(ns)
 	if replicaLeads {
 		// The harness's process took over; the killed replica needs no stop.
 		return
@@ -446,4 +452,5 @@ func TestReconcilerPatchesSkipTheWebhookWithRealAPIServer(t *testing.T) {
 	if got := webhookUpdates(h, webhookName) - before; got != 1 {
 		t.Errorf("a user's update called the webhook %v times, want 1", got)
 	}
+	h.Audit(ns)
 }

@@ -67,4 +67,6 @@ func TestBlastRadiusAt600NamespacesWithRealAPIServer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), name) {
 		t.Errorf("create in a namespace with a Binding, with the webhook down and failurePolicy Fail: got %v, want a refusal by webhook %s", err, name)
 	}
+	// The only subject: the one created where no Binding is.
+	r.audit(free)
 }

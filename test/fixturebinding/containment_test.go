@@ -116,6 +116,7 @@ func TestPanickingDoIsContainedWithRealAPIServer(t *testing.T) {
 	}
 	r.waitBound(ns, "after-restart", fixturebinding.OtherKind, "other")
 	r.running()
+	r.audit(ns)
 }
 
 // A WithContext that panics is contained the same way: the Binding is not
@@ -142,6 +143,7 @@ func TestPanickingWithContextIsContainedWithRealAPIServer(t *testing.T) {
 		t.Errorf("create of a subject no Binding selects: %v", err)
 	}
 	r.running()
+	r.audit(ns)
 }
 
 // A subject patch the API server refuses shows the API server's words on
@@ -173,6 +175,8 @@ func TestRefusedPatchQuotesTheAPIServerWithRealAPIServer(t *testing.T) {
 		}
 	}
 	r.running()
+	// A refused patch leaves no record.
+	r.audit(ns)
 }
 
 // --uninstall with a Binding whose Undo panics on one subject: the process
@@ -212,4 +216,5 @@ func TestUninstallContainsPanicsWithRealAPIServer(t *testing.T) {
 			t.Errorf("%s still bound by %s after --uninstall (%s)", c.name, c.kind, v)
 		}
 	}
+	r.audit(ns)
 }

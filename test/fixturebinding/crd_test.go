@@ -102,6 +102,7 @@ func TestRecreatedCRDIsPickedUpPromptlyWithRealAPIServer(t *testing.T) {
 		t.Errorf("picked up %v (reconciler) and %v (admission) after the CRD was established, want within 10s", reconciled, admitted)
 	}
 	r.running()
+	r.audit(ns)
 }
 
 func poll(t *testing.T, what string, timeout time.Duration, cond func() bool) {

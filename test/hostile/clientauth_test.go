@@ -98,6 +98,7 @@ func TestClientCertificateRequiredWithRealAPIServer(t *testing.T) {
 		}
 	}
 	c.checkLog()
+	auditTestNamespace(t, env)
 }
 
 // otherClientCert is a client certificate from a CA the webhook does not

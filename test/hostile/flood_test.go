@@ -160,6 +160,7 @@ func runFlood(t *testing.T, env *testenv.Environment, c *controller, app string)
 		t.Fatal(err)
 	}
 	c.checkLog()
+	auditTestNamespace(t, env)
 }
 
 // raiseFileLimit makes sure this process may hold n files.

@@ -485,6 +485,7 @@ func TestHostileInputToRunningWebhook(t *testing.T) {
 
 	c.checkLog()
 	t.Logf("memory of the webhook process (rest %d MiB, bound +%d MiB):\n%s", s.rest>>20, memoryBound>>20, strings.Join(s.results, "\n"))
+	auditTestNamespace(t, env)
 }
 
 func isTimeout(err error) bool {

@@ -65,6 +65,9 @@ func TestNamespaceWithBindingsIsDeletedWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
 	h := faults.Start(t, env, repoRoot)
 	ns := bindSome(t, h, "doomed-", 3)
+	// The audit runs before the namespace goes: after, there is nothing
+	// left in it to audit.
+	h.Audit(ns)
 	if err := h.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +127,11 @@ func TestUninstallLeavesNothingBehindWithRealAPIServer(t *testing.T) {
 		if len(w.Rules) != 0 {
 			t.Errorf("webhook %s still has rules %v", w.Name, w.Rules)
 		}
+	}
+	// The controller is stopped: the audit checks that --uninstall left
+	// no record behind, before the namespaces go.
+	for _, ns := range []string{first, second} {
+		h.Audit(ns)
 	}
 
 	// The installation goes, with nothing left waiting on the controller:

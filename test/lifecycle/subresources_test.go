@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -14,15 +15,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bindkit/bindkit/audit"
+	"github.com/bindkit/bindkit/bindingtest"
+	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/configbinding/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/examples/configbinding/pkg/reconciler/configbinding"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
@@ -103,6 +109,7 @@ func TestSubjectsUnboundBeforeSubResourcesAreDeletedWithRealAPIServer(t *testing
 		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == 2 && refersTo(&list.Items[0], configMap) && refersTo(&list.Items[1], configMap)
 	})
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns, Kinds: []audit.Kind{configBindingKind}})
 
 	watchCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -154,6 +161,32 @@ func TestSubjectsUnboundBeforeSubResourcesAreDeletedWithRealAPIServer(t *testing
 			t.Errorf("%s still refers to %s at resourceVersion %d, and the ConfigMap was deleted at %d", name, configMap, lastRV[name], deletedAt)
 		}
 	}
+	// The Binding is gone: its records must be too.
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
+}
+
+// configBindingKind lets the audit run a ConfigBinding's Do, with the
+// name of its ConfigMap in the context as the controller gives it.
+var configBindingKind = audit.Kind{Resource: v1alpha1.GroupVersionResource(), Decode: func(u *unstructured.Unstructured) (psbinding.Bindable, error) {
+	b := &v1alpha1.ConfigBinding{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, b); err != nil {
+		return nil, fmt.Errorf("ConfigBinding %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return withConfigMap{b, configbinding.ConfigMapName(b)}, nil
+}}
+
+// withConfigMap is a ConfigBinding whose Do and Undo know its ConfigMap.
+type withConfigMap struct {
+	*v1alpha1.ConfigBinding
+	configMap string
+}
+
+func (b withConfigMap) Do(ctx context.Context, wp *duck.WithPod) {
+	b.ConfigBinding.Do(v1alpha1.WithConfigMapName(ctx, b.configMap), wp)
+}
+
+func (b withConfigMap) Undo(ctx context.Context, wp *duck.WithPod) {
+	b.ConfigBinding.Undo(v1alpha1.WithConfigMapName(ctx, b.configMap), wp)
 }
 
 // run runs the configbinding controller and webhook in process through

@@ -123,4 +123,5 @@ func TestCAChangeUnderBurstWithRealAPIServer(t *testing.T) {
 	if totalFailures > 0 {
 		t.Errorf("%d of %d admissions failed across the CA changes, want 0", totalFailures, totalAttempts)
 	}
+	h.Audit(ns)
 }

@@ -105,4 +105,5 @@ func TestSecretOverwrittenWithExpiredCAWithRealAPIServer(t *testing.T) {
 	if len(failures) > 0 {
 		t.Errorf("%d of %d admissions failed after the Secret was overwritten with an expired CA, want 0", len(failures), attempts)
 	}
+	h.Audit(ns)
 }

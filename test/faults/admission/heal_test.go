@@ -218,4 +218,5 @@ func TestConfigurationRestoredWithRealAPIServer(t *testing.T) {
 	t.Logf("re-applied configuration programmed in %.2fs, with %d writes (the create included)", restored.Seconds(), w.count())
 	settle("after the re-apply")
 	h.WaitAdmissionBinds(ns, "heal")
+	h.Audit(ns)
 }

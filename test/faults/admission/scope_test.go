@@ -144,6 +144,9 @@ func TestWebhookCalledOnlyWhereBindingsApplyWithRealAPIServer(t *testing.T) {
 
 	// Up again, so the Bindings' finalizers can go at cleanup.
 	h.StartProcess()
+	for _, ns := range []string{a, b, c, d, free, metav1.NamespaceSystem} {
+		h.Audit(ns)
+	}
 }
 
 func sorted(namespaces ...string) []string {

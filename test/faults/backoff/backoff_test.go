@@ -48,4 +48,5 @@ func TestBindingRecoversAfterALongFailureWithRealAPIServer(t *testing.T) {
 	if err != nil || !faults.Bound(got) {
 		t.Errorf("subject not bound: %v", err)
 	}
+	h.Audit(ns)
 }

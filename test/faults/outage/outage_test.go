@@ -222,6 +222,7 @@ func TestRotationResumesAfterSecretWriteOutageWithRealAPIServer(t *testing.T) {
 	if dropped := strings.Contains(h.Log(), "dropping key after retries"); dropped {
 		t.Logf("the work queue gave up on the certificates key during the outage; the reconciler's own schedule brought it back")
 	}
+	h.Audit(ns)
 }
 
 // denySecretWrites installs a ValidatingAdmissionPolicy and its binding

@@ -12,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/bindkit/bindkit/audit"
 	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/wiring"
 )
@@ -94,11 +96,20 @@ func TestBindsInsideTheManager(t *testing.T) {
 		return ""
 	})
 
+	auditNamespace(t, in, ns)
 	bindings.Delete(ns, "by-selector")
 	waitBound(t, kube, ns, false, "api-1", "api-2", "api-3")
 	waitBound(t, kube, ns, true, "web")
 	bindings.Delete(ns, "by-name")
 	waitBound(t, kube, ns, false, "web")
+	auditNamespace(t, in, ns)
+}
+
+// auditNamespace runs the audit over ns while the Manager runs, with
+// GithubBindings' Do: every record must be the truth.
+func auditNamespace(t *testing.T, in *installation, ns string) {
+	t.Helper()
+	bindingtest.Audit(t, in.env, bindingtest.AuditOptions{Namespace: ns, Kinds: []audit.Kind{faults.GithubBindingKind}})
 }
 
 // counter sums the counter family name in reg.

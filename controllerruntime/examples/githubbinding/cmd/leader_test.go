@@ -61,9 +61,11 @@ func TestLeaderElectionWithTwoManagers(t *testing.T) {
 	}
 	bindings.Create(githubBinding(ns, "api", tracker.Reference{APIVersion: "apps/v1", Kind: "Deployment", Name: "api"}))
 	waitBound(t, kube, ns, true, "api")
+	auditNamespace(t, in, ns)
 	bindings.Delete(ns, "api")
 	bindings.Delete(ns, "web")
 	waitBound(t, kube, ns, false, "api", "web")
+	auditNamespace(t, in, ns)
 }
 
 // waitLeader waits until the Manager whose bindkit metrics are in reg

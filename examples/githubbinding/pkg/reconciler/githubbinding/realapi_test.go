@@ -13,8 +13,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bindkit/bindkit/audit"
 	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/test/faults"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/tracker"
 	"github.com/bindkit/bindkit/wiring"
@@ -71,6 +73,8 @@ func TestGithubBindingWithRealAPIServer(t *testing.T) {
 		d, err := kube.AppsV1().Deployments(namespace).Create(ctx, newDeployment(namespace, "later", "web"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil && mounted(d), nil
 	})
+	auditKinds := bindingtest.AuditOptions{Namespace: namespace, Kinds: []audit.Kind{faults.GithubBindingKind}}
+	bindingtest.Audit(t, env, auditKinds)
 	if err := bindings.Namespace(namespace).Delete(ctx, "gh", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +86,7 @@ func TestGithubBindingWithRealAPIServer(t *testing.T) {
 		_, err := bindings.Namespace(namespace).Get(ctx, "gh", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
+	bindingtest.Audit(t, env, auditKinds)
 }
 
 func poll(t *testing.T, what string, cond wait.ConditionWithContextFunc) {

@@ -23,11 +23,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bindkit/bindkit/audit"
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/examples/knativewalkthrough/pkg/apis/bindings/v1alpha1"
 	"github.com/bindkit/bindkit/examples/knativewalkthrough/pkg/github"
 	"github.com/bindkit/bindkit/examples/knativewalkthrough/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
@@ -91,6 +94,7 @@ func TestWalkthroughBindsDeploymentWithRealAPIServer(t *testing.T) {
 	if diff := isBound(later); diff != "" {
 		t.Errorf("Deployment later as created (-want +got):\n%s", diff)
 	}
+	auditWalkthrough(t, env, ns)
 
 	// Deleting the Binding unbinds its subject, and the finalizer lets go.
 	if err := dyn.Resource(githubBindings).Namespace(ns).Delete(ctx, "gh-web", metav1.DeleteOptions{}); err != nil {
@@ -108,6 +112,21 @@ func TestWalkthroughBindsDeploymentWithRealAPIServer(t *testing.T) {
 	if got := bound.Spec.Template.Spec.Containers[0].Image; got != "registry.example/web:1" {
 		t.Errorf("bound Deployment's image = %q, want it untouched", got)
 	}
+	auditWalkthrough(t, env, ns)
+}
+
+// auditWalkthrough runs the audit over ns while the process runs, with the
+// walkthrough's GithubBindings' Do: every record must be the truth.
+func auditWalkthrough(t *testing.T, env *testenv.Environment, ns string) {
+	t.Helper()
+	kind := audit.Kind{Resource: githubBindings, Decode: func(u *unstructured.Unstructured) (psbinding.Bindable, error) {
+		b := &v1alpha1.GithubBinding{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, b); err != nil {
+			return nil, fmt.Errorf("GithubBinding %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+		return b, nil
+	}}
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns, Kinds: []audit.Kind{kind}})
 }
 
 // startMain runs the walkthrough's constructors as its cmd/webhook does,

@@ -39,4 +39,5 @@ func TestSinkBindingAdmissionPathsAgree(t *testing.T) {
 		}
 	}
 	bindingtest.CompareAdmissionPaths(t, env, kind, bindingtest.RunOptions{}, objects...)
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }

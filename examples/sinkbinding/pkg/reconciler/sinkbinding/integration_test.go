@@ -476,6 +476,9 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 			return "", nil
 		})
 	}
+	for _, ns := range []string{"sink-a", "sink-b", "sink-optout"} {
+		bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
+	}
 	stop(ctrl)
 }
 

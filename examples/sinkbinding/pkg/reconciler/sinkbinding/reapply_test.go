@@ -60,4 +60,5 @@ func TestPolicyReappliedOnUpdateChangesNothing(t *testing.T) {
 	if updated.Annotations[duck.BoundAnnotation] != created.Annotations[duck.BoundAnnotation] {
 		t.Errorf("bound record %q became %q", created.Annotations[duck.BoundAnnotation], updated.Annotations[duck.BoundAnnotation])
 	}
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
