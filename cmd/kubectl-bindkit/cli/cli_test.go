@@ -177,6 +177,33 @@ func TestRolloutViewOfEachState(t *testing.T) {
 	if v := viewOf(bindingObject(4, 3, "BindingAvailable", "True")); v.State != statePending {
 		t.Errorf("a generation not observed yet: state %q, want %q", v.State, statePending)
 	}
+
+	// An undo of the current generation the controller has not reconciled
+	// yet: the status still speaks of the halted rollout it undoes.
+	for _, tc := range []struct {
+		name, reason string
+		undoneFrom   int64
+		state        string
+	}{
+		{"halted, the undo not seen yet", "RolloutHalted", 0, statePending},
+		{"complete, the undo not seen yet", "BindingAvailable", 0, statePending},
+		{"undoing", "UndoingRollout", 3, stateUndoing},
+		{"undone", "RolloutUndone", 3, stateUndone},
+		{"nothing to undo to", "UndoUnavailable", 0, stateFailed},
+	} {
+		status := "False"
+		if tc.reason == "BindingAvailable" {
+			status = "True"
+		}
+		b := bindingObject(3, 3, tc.reason, status)
+		b.u.Object["metadata"].(map[string]any)["annotations"] = map[string]any{psbinding.RolloutUndoAnnotation: "3"}
+		if tc.undoneFrom > 0 {
+			b.u.Object["status"].(map[string]any)["rollout"] = map[string]any{"generation": int64(2), "undoneFrom": tc.undoneFrom}
+		}
+		if v := viewOf(b); v.State != tc.state {
+			t.Errorf("%s: state %q, want %q", tc.name, v.State, tc.state)
+		}
+	}
 }
 
 // bindingObject is a SinkBinding at generation whose status describes

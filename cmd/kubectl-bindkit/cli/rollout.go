@@ -180,6 +180,11 @@ func viewOf(b *object) rolloutView {
 		// generation: the status speaks of before it until the
 		// controller has reconciled.
 		v.State, v.Message = statePending, "resumed; not yet observed by its controller"
+	case undoRequested(b.u) && (st.Rollout == nil || st.Rollout.UndoneFrom != b.u.GetGeneration()) && !slices.Contains(failedReasons, ready.Reason):
+		// An undo of this generation changes an annotation, not the
+		// generation: until the controller has reconciled, the status
+		// speaks of the rollout it undoes (halted, say).
+		v.State, v.Message = statePending, fmt.Sprintf("undo of generation %d not yet observed by its controller", b.u.GetGeneration())
 	case ready.Status == metav1.ConditionTrue:
 		v.State = stateComplete
 	case ready.Reason == psbinding.ReasonRolloutPaused:
@@ -272,6 +277,13 @@ func rolloutStatus(ctx context.Context, o *options, b *object) error {
 }
 
 // pausedOf reports whether u's rollout is paused.
+// undoRequested reports whether u's RolloutUndoAnnotation undoes its
+// current generation (as rollout undo writes it); one naming an earlier
+// generation no longer applies.
+func undoRequested(u *unstructured.Unstructured) bool {
+	return strings.TrimSpace(u.GetAnnotations()[psbinding.RolloutUndoAnnotation]) == strconv.FormatInt(u.GetGeneration(), 10)
+}
+
 func pausedOf(u *unstructured.Unstructured) bool {
 	return strings.TrimSpace(u.GetAnnotations()[psbinding.RolloutPausedAnnotation]) == "true"
 }
