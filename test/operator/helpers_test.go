@@ -2,64 +2,27 @@ package operator_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/cmd/kubectl-bindkit/cli"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/sinkbinding/pkg/apis/bindings/v1alpha1"
-	"github.com/bindkit/bindkit/psbinding"
-	"github.com/bindkit/bindkit/test/demo"
+	"github.com/bindkit/bindkit/test/rollout"
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
 var sinkBindings = v1alpha1.GroupVersionResource()
-
-// startController builds and starts the sinkbinding example binary with
-// its default flags, once per test, and stops it at the test's end.
-func startController(t *testing.T, env *testenv.Environment) *demo.Controller {
-	t.Helper()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo.SystemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	binary := filepath.Join(t.TempDir(), "sinkbinding-controller")
-	if err := demo.BuildPackage(t.Context(), root, "./examples/sinkbinding/cmd/controller", binary); err != nil {
-		t.Fatal(err)
-	}
-	ctrl, err := demo.StartController(env, binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := ctrl.Stop(); err != nil {
-			t.Errorf("stop controller: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("controller log:\n%s", ctrl.LogTail(80))
-		}
-	})
-	return ctrl
-}
 
 // createDeployments creates one-replica Deployments named names in ns,
 // labelled app=web and with labels, and waits until every one has rolled
@@ -86,14 +49,14 @@ func createDeployments(t *testing.T, kube kubernetes.Interface, ns string, label
 			t.Fatal(err)
 		}
 	}
-	poll(t, 3*time.Minute, fmt.Sprintf("the %d Deployments to roll out", len(names)), func() string {
+	rollout.Poll(t, 3*time.Minute, fmt.Sprintf("the %d Deployments to roll out", len(names)), func() string {
 		list, err := kube.AppsV1().Deployments(ns).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			return err.Error()
 		}
 		n := 0
 		for i := range list.Items {
-			if rolledOut(t, &list.Items[i]) {
+			if rollout.RolledOut(t, &list.Items[i]) {
 				n++
 			}
 		}
@@ -111,33 +74,6 @@ func names(prefix string, n int) []string {
 		out[i] = fmt.Sprintf("%s-%03d", prefix, i)
 	}
 	return out
-}
-
-// rolledOut reports whether d's current template is rolled out, from its
-// status, as the reconciler reads it.
-func rolledOut(t *testing.T, d *appsv1.Deployment) bool {
-	t.Helper()
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: content}
-	u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-	done, _ := psbinding.RolledOut(u)
-	return done
-}
-
-// sinkBinding is a SinkBinding of ns selecting labels, pointing at sink,
-// with annotations.
-func sinkBinding(ns, name string, labels map[string]any, sink string, annotations map[string]any) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": sinkBindings.GroupVersion().String(), "kind": v1alpha1.Kind,
-		"metadata": map[string]any{"namespace": ns, "name": name, "annotations": annotations},
-		"spec": map[string]any{
-			"subject": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "selector": map[string]any{"matchLabels": labels}},
-			"sink":    sink,
-		},
-	}}
 }
 
 // getBinding reads the SinkBinding ns/name.
@@ -188,29 +124,6 @@ func deployments(t *testing.T, kube kubernetes.Interface, ns string) map[string]
 		out[list.Items[i].Name] = &list.Items[i]
 	}
 	return out
-}
-
-// sinkOf is the K_SINK of d's first container, "" if none.
-func sinkOf(d *appsv1.Deployment) string {
-	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == v1alpha1.SinkEnv {
-			return e.Value
-		}
-	}
-	return ""
-}
-
-// poll calls check every 250ms until it returns "", for at most timeout.
-func poll(t *testing.T, timeout time.Duration, what string, check func() string) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		last = check()
-		return last == "", nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
-	}
 }
 
 // kubectl runs kubectl-bindkit (package cli, in process) against env with

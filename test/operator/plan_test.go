@@ -22,6 +22,7 @@ import (
 	"github.com/bindkit/bindkit/cmd/kubectl-bindkit/cli"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/test/rollout"
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
@@ -56,8 +57,8 @@ func TestHeldBindingPlansWhatResumingApplies(t *testing.T) {
 	all := names("app", 100)
 	createDeployments(t, kube, ns, nil, all...)
 	before := deployments(t, kube, ns)
-	ctrl := startController(t, env)
-	b := sinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/plan",
+	ctrl := rollout.StartController(t, env)
+	b := rollout.SinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/plan", "",
 		map[string]any{psbinding.RolloutMaxChangingAnnotation: "25", psbinding.RolloutPausedAnnotation: "true"})
 	if _, err := dyn.Resource(sinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -82,9 +83,9 @@ func TestHeldBindingPlansWhatResumingApplies(t *testing.T) {
 
 	// Held: no Deployment changed, and the state shows everywhere.
 	for name, d := range deployments(t, kube, ns) {
-		if d.Generation != before[name].Generation || d.Annotations[duck.BoundAnnotation] != "" || sinkOf(d) != "" {
+		if d.Generation != before[name].Generation || d.Annotations[duck.BoundAnnotation] != "" || rollout.SinkOf(d) != "" {
 			t.Errorf("Deployment %s changed while its Binding is held: generation %d (was %d), bound %q, K_SINK %q",
-				name, d.Generation, before[name].Generation, d.Annotations[duck.BoundAnnotation], sinkOf(d))
+				name, d.Generation, before[name].Generation, d.Annotations[duck.BoundAnnotation], rollout.SinkOf(d))
 		}
 	}
 	out, code = kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns)
@@ -171,7 +172,7 @@ func checkPlan(t *testing.T, p *duck.PlanStatus, before map[string]*appsv1.Deplo
 // message holds each of want.
 func wantEvents(t *testing.T, kube kubernetes.Interface, ns, reason string, want ...string) {
 	t.Helper()
-	poll(t, 30*time.Second, "an event "+reason, func() string {
+	rollout.Poll(t, 30*time.Second, "an event "+reason, func() string {
 		events, err := kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + reason})
 		if err != nil {
 			return err.Error()
@@ -190,7 +191,7 @@ func wantEvents(t *testing.T, kube kubernetes.Interface, ns, reason string, want
 // wantMetric waits until the controller's /metrics holds line.
 func wantMetric(t *testing.T, address, line string) {
 	t.Helper()
-	poll(t, 30*time.Second, "metric "+line, func() string {
+	rollout.Poll(t, 30*time.Second, "metric "+line, func() string {
 		resp, err := http.Get("http://" + address + "/metrics")
 		if err != nil {
 			return err.Error()

@@ -17,6 +17,7 @@ import (
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/test/rollout"
 )
 
 // TestPauseStopsAfterTheWaveInFlightAndUndoRestores rolls a SinkBinding
@@ -34,8 +35,8 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	ns := env.CreateNamespace(t, "undo-")
 	all := names("app", 20)
 	createDeployments(t, kube, ns, nil, all...)
-	ctrl := startController(t, env)
-	b := sinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/v1", map[string]any{psbinding.RolloutMaxChangingAnnotation: "2"})
+	ctrl := rollout.StartController(t, env)
+	b := rollout.SinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/v1", "", map[string]any{psbinding.RolloutMaxChangingAnnotation: "2"})
 	if _, err := dyn.Resource(sinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	for name, d := range deployments(t, kube, ns) {
 		complete[name] = d.Spec.Template
 	}
-	poll(t, 30*time.Second, "generation 1 in the rollout history", func() string {
+	rollout.Poll(t, 30*time.Second, "generation 1 in the rollout history", func() string {
 		h, err := psbinding.HistoryOf(getBinding(t, dyn, ns, "sink").Annotations)
 		if err != nil || len(h) == 0 || h[0].Generation != 1 {
 			return fmt.Sprintf("history %+v, %v", h, err)
@@ -55,7 +56,7 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	})
 
 	setSink(t, dyn, ns, "sink", "https://sink.example.com/v2")
-	poll(t, time.Minute, "the first wave of generation 2", func() string {
+	rollout.Poll(t, time.Minute, "the first wave of generation 2", func() string {
 		if n, _ := atGeneration(t, kube, ns, 2); n == 0 {
 			return "no Deployment carries generation 2"
 		}
@@ -65,7 +66,7 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	wantCode(t, "rollout pause", code, cli.ExitOK)
 	wantLines(t, "rollout pause", out, "sinkbinding.bindings.bindkit.dev/sink paused")
 	var paused *duck.RolloutStatus
-	poll(t, time.Minute, "the rollout to pause, its waves in flight done", func() string {
+	rollout.Poll(t, time.Minute, "the rollout to pause, its waves in flight done", func() string {
 		got := getBinding(t, dyn, ns, "sink")
 		if readyReason(got) != psbinding.ReasonRolloutPaused || got.Status.Rollout == nil || !got.Status.Rollout.Paused || len(got.Status.Rollout.Changing) > 0 {
 			return fmt.Sprintf("Ready %q, rollout %+v", readyReason(got), got.Status.Rollout)
@@ -84,8 +85,8 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 		t.Errorf("paused: %d Deployments carry generation 2 (last wave %d) 8s later, %d (wave %d) at the pause", n, w, changed, lastWave)
 	}
 	late := deployments(t, kube, ns)["late-000"]
-	if sinkOf(late) != "" || late.Annotations[duck.BoundAnnotation] != "" {
-		t.Errorf("Deployment created while paused got the Binding: K_SINK %q, bound %q", sinkOf(late), late.Annotations[duck.BoundAnnotation])
+	if rollout.SinkOf(late) != "" || late.Annotations[duck.BoundAnnotation] != "" {
+		t.Errorf("Deployment created while paused got the Binding: K_SINK %q, bound %q", rollout.SinkOf(late), late.Annotations[duck.BoundAnnotation])
 	}
 	var view planView
 	code = kubectlJSON(t, env, &view, "plan", "sinkbinding/sink", "-n", ns)
@@ -105,8 +106,8 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: rollout undone: generation 2 undone: every subject carries generation 1")
 	for name, d := range deployments(t, kube, ns) {
 		if name == "late-000" {
-			if sinkOf(d) != "https://sink.example.com/v1" {
-				t.Errorf("Deployment %s created while paused: K_SINK %q after the undo, want generation 1's", name, sinkOf(d))
+			if rollout.SinkOf(d) != "https://sink.example.com/v1" {
+				t.Errorf("Deployment %s created while paused: K_SINK %q after the undo, want generation 1's", name, rollout.SinkOf(d))
 			}
 			continue
 		}
@@ -157,13 +158,13 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 	}
 	createDeployments(t, kube, ns, map[string]string{"tier": "front", "team": "shop", "cache": "yes"}, "web")
 	createDeployments(t, kube, ns, map[string]string{"tier": "back"}, "db")
-	startController(t, env)
+	rollout.StartController(t, env)
 	const sink = "https://sink.example.com/shop"
 	for _, b := range []struct {
 		name   string
 		labels map[string]any
 	}{{"a-front", map[string]any{"tier": "front"}}, {"b-certs", map[string]any{"team": "shop"}}, {"c-cache", map[string]any{"cache": "yes"}}, {"d-back", map[string]any{"tier": "back"}}} {
-		u := sinkBinding(ns, b.name, b.labels, sink, nil)
+		u := rollout.SinkBinding(ns, b.name, b.labels, sink, "", nil)
 		if b.name == "b-certs" {
 			u.Object["spec"].(map[string]any)["caCertsSecret"] = "sink-ca"
 		}
@@ -171,7 +172,7 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll(t, time.Minute, "web bound by three Bindings, db by one", func() string {
+	rollout.Poll(t, time.Minute, "web bound by three Bindings, db by one", func() string {
 		ds := deployments(t, kube, ns)
 		if w, d := len(duck.BoundOf(ds["web"].Annotations)), len(duck.BoundOf(ds["db"].Annotations)); w != 3 || d != 1 {
 			return fmt.Sprintf("web records %d, db %d", w, d)
@@ -182,7 +183,7 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 	wantCode(t, "rollout pause", code, cli.ExitOK)
 	wantLines(t, "rollout pause", out, "sinkbinding.bindings.bindkit.dev/c-cache paused")
 	setSink(t, dyn, ns, "c-cache", "https://sink.example.com/cache")
-	poll(t, time.Minute, "c-cache paused at generation 2", func() string {
+	rollout.Poll(t, time.Minute, "c-cache paused at generation 2", func() string {
 		if r := readyReason(getBinding(t, dyn, ns, "c-cache")); r != psbinding.ReasonRolloutPaused {
 			return "Ready " + r
 		}
@@ -238,8 +239,8 @@ func TestHaltedRolloutIsUndone(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ns := env.CreateNamespace(t, "halt-")
 	createDeployments(t, kube, ns, nil, names("app", 6)...)
-	startController(t, env)
-	b := sinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/v1",
+	rollout.StartController(t, env)
+	b := rollout.SinkBinding(ns, "sink", map[string]any{"app": "web"}, "https://sink.example.com/v1", "",
 		map[string]any{psbinding.RolloutMaxChangingAnnotation: "2", psbinding.RolloutDeadlineAnnotation: "15s"})
 	if _, err := dyn.Resource(sinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -274,9 +275,9 @@ func TestHaltedRolloutIsUndone(t *testing.T) {
 			t.Errorf("Deployment %s after the undo differs from its template at the last complete generation (-then +now):\n%s", name, diff)
 		}
 	}
-	poll(t, 2*time.Minute, "every Deployment to roll its undone template out", func() string {
+	rollout.Poll(t, 2*time.Minute, "every Deployment to roll its undone template out", func() string {
 		for name, d := range deployments(t, kube, ns) {
-			if !rolledOut(t, d) {
+			if !rollout.RolledOut(t, d) {
 				return name + " not rolled out"
 			}
 		}
