@@ -58,9 +58,9 @@ func (l *subjectLocks) patched(k subjectKey, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.recent) >= max(sweepAt, l.nextSweep) {
-		for k, at := range l.recent {
+		for old, at := range l.recent {
 			if now.Sub(at) > recentPatch {
-				delete(l.recent, k)
+				delete(l.recent, old)
 			}
 		}
 		// A burst of patches of many subjects keeps them all: the next
