@@ -261,7 +261,8 @@ func TestHaltedRolloutIsUndone(t *testing.T) {
 	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: rollout halted: rollout of generation 2 halted at wave 1: app-000: ")
 	out, code = kubectl(t, env, "why", "deployment/app-000", "-n", ns)
 	wantCode(t, "why", code, cli.ExitOK)
-	wantLines(t, "why", out, "sinkbinding.bindings.bindkit.dev/sink 2 2 halted RolloutHalted",
+	wantLines(t, "why", out, "deployment.apps/app-000 (namespace "+ns+") records 1 Binding:",
+		"sinkbinding.bindings.bindkit.dev/sink 2 2 halted RolloutHalted",
 		"adds: env K_SINK=https://sink.example.com/v1; container sink-forwarder ("+envtest.FailingImage+")",
 		"changed to generation 2 by wave 1 at ")
 

@@ -69,6 +69,6 @@ func runAudit(ctx context.Context, o *options, args []string) error {
 			return fmt.Errorf("fix %s: %w", f.Subject, err)
 		}
 	}
-	fmt.Fprintf(o.stderr, "applied the fixes of %d subjects\n", len(fixed))
+	fmt.Fprintf(o.stderr, "applied the fixes of %s\n", counted(int64(len(fixed)), "subject"))
 	return nil
 }

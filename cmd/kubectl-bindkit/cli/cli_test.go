@@ -127,7 +127,7 @@ WAVE  SUBJECTS  NAMES
 bind 3 subjects: a, b, c
   ~ /spec/template/spec/containers/0/env/0/value: "https://v2"
 
-unbind 1 subjects: d
+unbind 1 subject: d
   - /spec/template/spec/containers/0/env
 
 7 more subjects not read: the plan shows the first 100

@@ -119,7 +119,7 @@ func printPlan(w io.Writer, v planView) error {
 		what = fmt.Sprintf("the undo of generation %d, back to generation %d", p.UndoneFrom, p.Generation)
 	}
 	fmt.Fprintf(w, "%s (namespace %s) is paused. Resuming it rolls out %s:\n", v.Binding, v.Namespace, what)
-	fmt.Fprintf(w, "  %d subjects selected: %d to bind, %d to unbind, %d unchanged\n", p.Total, p.Bind, p.Unbind, p.Unchanged)
+	fmt.Fprintf(w, "  %s selected: %d to bind, %d to unbind, %d unchanged\n", counted(int64(p.Total), "subject"), p.Bind, p.Unbind, p.Unchanged)
 	if len(p.Waves) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -135,7 +135,7 @@ func printPlan(w io.Writer, v planView) error {
 		}
 	}
 	for _, c := range p.Changes {
-		fmt.Fprintf(w, "\n%s %d subjects: %s\n", c.Action, c.Count, names(c.Subjects, c.Count, 6))
+		fmt.Fprintf(w, "\n%s %s: %s\n", c.Action, counted(int64(c.Count), "subject"), names(c.Subjects, c.Count, 6))
 		for _, line := range patchLines(c.Patch) {
 			fmt.Fprintln(w, "  "+line)
 		}

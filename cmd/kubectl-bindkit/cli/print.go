@@ -25,3 +25,12 @@ func printData(w io.Writer, format string, v any) error {
 	}
 	return fmt.Errorf("output format %q: want table, json or yaml", format)
 }
+
+// counted is n and noun, the noun plural unless n is 1: "1 subject",
+// "3 subjects".
+func counted(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -187,7 +187,7 @@ func printWhy(w io.Writer, v whyView) error {
 		_, err := fmt.Fprintf(w, "%s (namespace %s): no Binding records it\n", v.Workload, v.Namespace)
 		return err
 	}
-	fmt.Fprintf(w, "%s (namespace %s) records %d Bindings:\n\n", v.Workload, v.Namespace, len(v.Bindings))
+	fmt.Fprintf(w, "%s (namespace %s) records %s:\n\n", v.Workload, v.Namespace, counted(int64(len(v.Bindings)), "Binding"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BINDING\tCARRIES\tCURRENT\tSTATE\tREASON")
 	for _, e := range v.Bindings {
