@@ -159,179 +159,6 @@ type process struct {
 	started     chan struct{} // closed once everything runs
 }
 
-func (p *process) run(ctx context.Context, ctors []Constructor) error {
-	if err := p.flags.Validate(); err != nil {
-		return err
-	}
-	namespace, err := systemNamespace(ctx)
-	if err != nil {
-		return err
-	}
-	ctx = injection.WithSystemNamespace(ctx, namespace)
-	logger := p.logger
-	m, reg, err := newMetrics(ctx, p.flags)
-	if err != nil {
-		return err
-	}
-	if m != nil {
-		defer m.AttachClientGo()()
-	}
-
-	// Informers outlive ctx: the webhook and the controllers still read
-	// their caches while they drain. They stop when run returns.
-	base, stopBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBase()
-	ictx, informers, err := p.newInjection(ctx, base)
-	if err != nil {
-		return err
-	}
-	defer informers.Shutdown()
-	kube := injection.KubeClient(ictx)
-
-	cmw := configmap.NewInformedWatcher(kube, namespace)
-	defer cmw.Shutdown()
-	cmw.Watch(ConfigLoggingName, levelObserver(p.component, p.level, logger))
-
-	wopts := webhookOptions(ictx, p.flags, logger)
-	ictx = webhook.WithOptions(ictx, wopts)
-	// Constructors see the field manager the Impls' reconciles will write
-	// with (a declarative kind's policy spares those writes).
-	ictx = controller.WithFieldManager(ictx, p.component)
-	impls, err := construct(ictx, cmw, ctors)
-	if err != nil {
-		return err
-	}
-	p.impls = impls
-	if p.flags.Uninstall {
-		return p.uninstall(controller.WithFieldManager(ctx, p.component), base, cmw, informers, impls)
-	}
-	admission := admitters(impls)
-	var server *webhook.Server
-	if len(admission) > 0 {
-		if p.certs, server, err = newWebhook(ictx, namespace, p.component, p.flags, wopts, logger, m, admission); err != nil {
-			return err
-		}
-	}
-
-	// Listen before waiting for caches, so a taken port fails fast and a
-	// caller that asked for port 0 learns its port early.
-	ln, webhookProbeLn, metricsLn, probeHandler, err := p.listen(server != nil, reg != nil)
-	if err != nil {
-		return err
-	}
-	if err := p.reportListeners(ln, webhookProbeLn, metricsLn, probeHandler != nil); err != nil {
-		closeAll(ln, webhookProbeLn, metricsLn)
-		return err
-	}
-
-	var (
-		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		runErrs  []error
-		failed   = make(chan struct{})
-		failOnce sync.Once
-	)
-	report := func(err error) {
-		if err == nil {
-			return
-		}
-		errMu.Lock()
-		runErrs = append(runErrs, err)
-		errMu.Unlock()
-		failOnce.Do(func() { close(failed) })
-	}
-	serveCtx, stopServing := context.WithCancel(ctx)
-	defer stopServing()
-	var serversWG sync.WaitGroup
-	if probeHandler != nil {
-		// Probes answer during the cache sync, so a liveness probe does
-		// not kill a process that is merely slow to list.
-		probeLn := ln
-		ln = nil
-		serversWG.Go(func() { report(probeHandler.serve(serveCtx, probeLn)) })
-	}
-	if webhookProbeLn != nil {
-		serversWG.Go(func() { report(serveWebhookProbes(serveCtx, server, webhookProbeLn)) })
-	}
-	if metricsLn != nil {
-		// Served from the start, so a slow cache sync shows in them too.
-		logger.Info("serving metrics", zap.String("address", metricsLn.Addr().String()), zap.String("path", MetricsPath))
-		serversWG.Go(func() { report(serveMetrics(serveCtx, metricsLn, reg, logger.Named("metrics"))) })
-	}
-	stopServers := func() {
-		stopServing()
-		if ln != nil {
-			ln.Close()
-		}
-		serversWG.Wait()
-	}
-
-	if err := p.waitForCaches(ctx, base, cmw, informers); err != nil {
-		stopServers()
-		return err
-	}
-	if probeHandler != nil {
-		probeHandler.ready.Store(true)
-	}
-
-	all := impls
-	if p.certs != nil {
-		all = append(append([]*controller.Impl(nil), impls...), p.certs)
-	}
-	watchScraped(m, all)
-	// Workers and leadership end separately: the Impls drain while this
-	// replica still leads, and only then is the lease released, so no
-	// reconcile is cut short by an orderly shutdown and no other replica
-	// writes while this one's reconciles finish.
-	// The Impls report to the metrics, and their reconcilers' writes name
-	// the component as their field manager, through the context they run
-	// in, whatever constructor built them.
-	work, stopWork := context.WithCancel(withObservers(base, p.component, m))
-	defer stopWork()
-	lead, stopLeading := context.WithCancel(base)
-	defer stopLeading()
-	var leaderWG sync.WaitGroup
-	for _, impl := range all {
-		wg.Go(func() { report(impl.Run(work, WorkersPerController)) })
-	}
-	if p.flags.DisableHA {
-		for _, impl := range all {
-			impl.Promote()
-		}
-	} else if err := p.campaign(lead, ictx, namespace, kube, all, &leaderWG, report); err != nil {
-		report(err)
-	}
-	if server != nil {
-		webhookLn := ln
-		ln = nil
-		serversWG.Go(func() { report(server.Serve(serveCtx, webhookLn)) })
-	}
-	logger.Info("started", zap.String("systemNamespace", namespace), zap.Int("controllers", len(impls)),
-		zap.Int("admissionControllers", len(admission)), zap.Bool("leaderElection", !p.flags.DisableHA))
-	close(p.started)
-
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-	case <-failed:
-		logger.Error("a component failed; shutting down")
-	}
-	stopServers()
-	stopWork()
-	wg.Wait()
-	stopLeading()
-	leaderWG.Wait()
-	if p.flags.DisableHA {
-		for _, impl := range all {
-			impl.Demote()
-		}
-	}
-	stopBase()
-	informers.Shutdown()
-	cmw.Shutdown()
-	return errors.Join(runErrs...)
-}
-
 // campaign starts leader election for impls on wg until ctx ends, with a
 // client of its own.
 func (p *process) campaign(ctx, ictx context.Context, namespace string, kube kubernetes.Interface, impls []*controller.Impl, wg *sync.WaitGroup, report func(error)) error {
@@ -374,8 +201,6 @@ func (p *process) waitForCaches(ctx, base context.Context, cmw *configmap.Inform
 	return nil
 }
 
-// construct calls each constructor, turning a panic (a constructor's way to
-// report a wiring mistake) into an error that names the constructor.
 // newInjection builds the clients and informers the process runs on,
 // living as long as base: through the function a test put in ctx, or else
 // from the flags' kubeconfig.
@@ -396,6 +221,8 @@ func (p *process) newInjection(ctx, base context.Context) (context.Context, *inj
 	return newInjection(base, injectionOptions(p.flags))
 }
 
+// construct calls each constructor, turning a panic (a constructor's way to
+// report a wiring mistake) into an error that names the constructor.
 func construct(ctx context.Context, cmw configmap.Watcher, ctors []Constructor) ([]*controller.Impl, error) {
 	impls := make([]*controller.Impl, 0, len(ctors))
 	for i, ctor := range ctors {

@@ -124,15 +124,30 @@ func (d *demo) installWebhook(ctx context.Context, port int) error {
 	return nil
 }
 
+// walkthrough binds an existing Deployment, then a new one at admission,
+// then deletes the first Binding and sees its Deployment unbound.
 func (d *demo) walkthrough(ctx context.Context) error {
+	binding, err := d.bindExisting(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.bindAtAdmission(ctx, binding); err != nil {
+		return err
+	}
+	return d.unbind(ctx)
+}
+
+// bindExisting creates Deployment hello and a GithubBinding naming it, and
+// shows the template and the pods bound. It returns the Binding.
+func (d *demo) bindExisting(ctx context.Context) (*unstructured.Unstructured, error) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: "github-token"},
 		StringData: map[string]string{"token": "not-a-real-token"}}
 	if _, err := d.kube.CoreV1().Secrets(DemoNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create secret: %w", err)
+		return nil, fmt.Errorf("create secret: %w", err)
 	}
 	d.step("creating Deployment demo/hello")
 	if _, err := d.kube.AppsV1().Deployments(DemoNamespace).Create(ctx, deployment("hello"), metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create deployment hello: %w", err)
+		return nil, fmt.Errorf("create deployment hello: %w", err)
 	}
 	d.step("creating GithubBinding demo/hello-github (subject: Deployment hello, secret: github-token)")
 	binding := &unstructured.Unstructured{Object: map[string]any{
@@ -144,22 +159,27 @@ func (d *demo) walkthrough(ctx context.Context) error {
 		},
 	}}
 	if _, err := d.dyn.Resource(githubBindings).Namespace(DemoNamespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create GithubBinding: %w", err)
+		return nil, fmt.Errorf("create GithubBinding: %w", err)
 	}
 	if err := d.waitBound(ctx, "hello", true); err != nil {
-		return err
+		return nil, err
 	}
 	d.step("the reconciler bound Deployment hello; its pod template is now:")
 	if err := d.printTemplate(ctx, "hello"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.showPods(ctx, "hello", true); err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.waitBindingReady(ctx); err != nil {
-		return err
+		return nil, err
 	}
+	return binding, nil
+}
 
+// bindAtAdmission creates a second GithubBinding, naming a Deployment
+// not created yet, then the Deployment, which must come back bound.
+func (d *demo) bindAtAdmission(ctx context.Context, binding *unstructured.Unstructured) error {
 	d.step("creating GithubBinding demo/new-github and then Deployment demo/newcomer: bound at admission")
 	binding2 := binding.DeepCopy()
 	binding2.SetName("new-github")
@@ -189,7 +209,12 @@ func (d *demo) walkthrough(ctx context.Context) error {
 		return errors.New("Deployment newcomer was created without the binding: admission did not bind it")
 	}
 	d.step("Deployment newcomer came back from its create already bound (volume %s)", volumeName)
+	return nil
+}
 
+// unbind deletes the first GithubBinding and shows Deployment hello's
+// template and pods unbound.
+func (d *demo) unbind(ctx context.Context) error {
 	d.step("deleting GithubBinding demo/hello-github")
 	if err := d.dyn.Resource(githubBindings).Namespace(DemoNamespace).Delete(ctx, "hello-github", metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete GithubBinding: %w", err)
