@@ -94,6 +94,13 @@ func TestRun(t *testing.T) {
 			deployment("web", map[string]string{duck.BoundAnnotation: "sinkbindings.bindings.example.com/first@u1:1,sinkbindings.bindings.example.com/second@u2:1"}, sinkEnv),
 		},
 	}, {
+		name: "a Binding not published yet may be the one whose value the subject carries: no finding",
+		objects: []runtime.Object{
+			sinkBinding("first", "u1", 1, 1, "https://b", nil),
+			sinkBinding("second", "u2", 1, 0, "", nil),
+			deployment("web", map[string]string{duck.BoundAnnotation: "sinkbindings.bindings.example.com/first@u1:1,sinkbindings.bindings.example.com/second@u2:1"}, sinkEnv),
+		},
+	}, {
 		name: "a generation ahead, content that disagrees",
 		objects: []runtime.Object{
 			sinkBinding("sb", "u1", 2, 2, "https://b", nil),

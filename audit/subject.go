@@ -107,7 +107,11 @@ func (a *auditor) checkBound(ctx context.Context, s *subjectRef, by duck.BoundBy
 // published Spec when gen is the published one): a change means the
 // subject does not carry what it records, unless another Binding the
 // subject records sets the same thing its own way (two Bindings that set
-// one variable: the last to bind wins, and both records are the truth).
+// one variable: the last to bind wins, and both records are the truth),
+// or might: another recorded Binding whose Do the audit cannot run (a
+// declarative one that has not published the generation recorded yet,
+// bound in the same patch as this one) may be the one whose value the
+// subject carries, and a finding the audit cannot prove is not made.
 func (a *auditor) contentDisagrees(ctx context.Context, s *subjectRef, b *binding, gen int64, by duck.BoundBy, bound duck.Bound) string {
 	do := doOf(ctx, b, gen)
 	if do == nil {
@@ -130,10 +134,12 @@ func (a *auditor) contentDisagrees(ctx context.Context, s *subjectRef, b *bindin
 		if err != nil || ob.obj == nil {
 			continue
 		}
-		if odo := doOf(ctx, ob, bound[other]); odo != nil {
-			if restored, _ := run(odo, after); equality.Semantic.DeepEqual(before.Spec.Template, restored.Spec.Template) {
-				return "" // other's change is over b's
-			}
+		odo := doOf(ctx, ob, bound[other])
+		if odo == nil {
+			return "" // other's change, unknown here, may be over b's
+		}
+		if restored, _ := run(odo, after); equality.Semantic.DeepEqual(before.Spec.Template, restored.Spec.Template) {
+			return "" // other's change is over b's
 		}
 	}
 	ops, err := shape.CreatePatch(before, after)

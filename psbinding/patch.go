@@ -329,7 +329,15 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return readError(name, s, err)
 		}
-		pl, err := planPatch(mctx, b, by, s, w, u, before)
+		var companions []application
+		if lastRejected == "" {
+			companions = r.companionApps(mctx, b, s, w, u, before)
+		}
+		pl, err := planPatch(mctx, b, by, s, w, u, before, companions)
+		if err != nil && len(companions) > 0 {
+			// A companion's failure is its own reconcile's to report.
+			pl, err = planPatch(mctx, b, by, s, w, u, before, nil)
+		}
 		if _, ok := errors.AsType[*PanicError](err); ok {
 			return nameSubject(err, subjectName)
 		}
@@ -387,10 +395,11 @@ type plannedPatch struct {
 // records b as by: Do or Undo on its pod template, and the records of the
 // change in the same patch. An unbinding of a subject that does not carry
 // b (only b's hold or rollout records) removes the records and runs no
-// Undo. A *PanicError is the Binding's code's.
-func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w work, u *unstructured.Unstructured, before *duck.WithPod) (plannedPatch, error) {
+// Undo. The companions' changes (companionApps) go first, in the same
+// patch. A *PanicError is the Binding's code's.
+func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w work, u *unstructured.Unstructured, before *duck.WithPod, companions []application) (plannedPatch, error) {
 	var err error
-	apps := applications(mctx, b, by, w, true)
+	apps := append(companions[:len(companions):len(companions)], applications(mctx, b, by, w, true)...)
 	pl := plannedPatch{before: before, after: before, app: apps[len(apps)-1]}
 	if _, recorded := duck.BoundGeneration(before.Annotations, by); w.bind || recorded {
 		if pl.after, pl.ops, err = bindingStep(s.shape, before, apps...); err != nil {

@@ -210,6 +210,13 @@ type BaseReconciler struct {
 	// the reconcile's context when it is also an Observer (as
 	// injection/sharedmain's metrics are), else none.
 	Observer Observer
+	// Companions, if set, returns the Bindings of the kind that admission
+	// applies to an object (the process's AdmissionReconciler.Companions):
+	// a reconcile that binds a subject for a Binding no rollout paces
+	// applies in the same patch every other one of them the subject does
+	// not record and no rollout paces (see companionApps). Unset, each
+	// Binding's reconcile patches for its own change only.
+	Companions func(group, kind, namespace, name string, labels map[string]string) []Bindable
 
 	// generations remembers when each Binding's generation was first seen,
 	// for RolloutPolicy.Quiet.

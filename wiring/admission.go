@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"sync/atomic"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -64,12 +65,13 @@ func NewAdmissionController(ctx context.Context, name, path string, gla psbindin
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	return newAdmissionController(ctx, name, path, gla, cfg, nil)
+	return newAdmissionController(ctx, name, path, gla, cfg, nil, nil)
 }
 
 // newAdmissionController completes cfg, whose Settings and options the
 // caller chose, with what ctx holds, and returns the Impl.
-func newAdmissionController(ctx context.Context, name, path string, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, wrap func(*psbinding.AdmissionReconciler) controller.Reconciler) *controller.Impl {
+// built, if not nil, is given the AdmissionReconciler.
+func newAdmissionController(ctx context.Context, name, path string, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, wrap func(*psbinding.AdmissionReconciler) controller.Reconciler, built *atomic.Pointer[psbinding.AdmissionReconciler]) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	systemNamespace := injection.SystemNamespace(ctx)
 	settings := webhook.GetOptions(ctx)
@@ -104,6 +106,9 @@ func newAdmissionController(ctx context.Context, name, path string, gla psbindin
 	ac, err := psbinding.NewAdmissionReconciler(cfg)
 	if err != nil {
 		panic(err)
+	}
+	if built != nil {
+		built.Store(ac)
 	}
 	var r controller.Reconciler = ac
 	if wrap != nil {

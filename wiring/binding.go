@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -154,6 +155,11 @@ type Kind struct {
 	WebhookConfigurationName string
 	WebhookName              string
 	WebhookPath              string
+
+	// admission is the kind's AdmissionReconciler once the Webhook
+	// constructor has built it: the reconciler's companions
+	// (psbinding.BaseReconciler.Companions) come from its index.
+	admission atomic.Pointer[psbinding.AdmissionReconciler]
 }
 
 // New wires the Binding kind whose Go type is T and whose resource is gvr:
@@ -236,6 +242,7 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 			},
 			AdmissionOnly:    opts.AdmissionOnly,
 			PatchConcurrency: opts.PatchConcurrency,
+			Companions:       b.companions,
 			Recorder:         controller.NewEventRecorder(ctx, injection.KubeClient(ctx), opts.Scheme, b.ControllerName),
 		}
 		impl := NewReconcilerImpl(ctx, b.ControllerName, r, inf.Informer(), listAll(lister))
@@ -268,6 +275,15 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 		return b.webhookAdmission(ctx, gla, cfg, declarativeKind, guard)
 	}
 	return b, nil
+}
+
+// companions are the Bindings the kind's admission applies to an object,
+// none while the process runs no admission for the kind.
+func (b *Kind) companions(group, kind, namespace, name string, labels map[string]string) []psbinding.Bindable {
+	if ac := b.admission.Load(); ac != nil {
+		return ac.Companions(group, kind, namespace, name, labels)
+	}
+	return nil
 }
 
 // validate reports every problem with gvr and the names, joined.

@@ -118,7 +118,7 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 	}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
 		h.AdmissionReconciler = ac
 		return guarded(ac, h, guard, logger)
-	})
+	}, &b.admission)
 	h.enqueue = impl.EnqueueKey
 	if guard != nil {
 		guard.watch(impl.EnqueueKey)
@@ -203,7 +203,7 @@ func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, c
 	if !declarativeKind {
 		impl = newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, gla, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
 			return guarded(ac, ac, guard, logger)
-		})
+		}, &b.admission)
 	} else {
 		name := policy.MutatingPolicyName(b.GVR.GroupResource())
 		fieldManager := cmp.Or(cfg.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
@@ -215,7 +215,7 @@ func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, c
 		}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
 			r.AdmissionReconciler = ac
 			return guarded(ac, r, guard, logger)
-		})
+		}, &b.admission)
 	}
 	if guard != nil {
 		guard.watch(impl.EnqueueKey)

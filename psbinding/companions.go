@@ -1,0 +1,79 @@
+package psbinding
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/bindkit/bindkit/duck"
+)
+
+// Companions returns the Bindings admission applies to an object of
+// group/kind named name in namespace, with labels, in the order their Do
+// runs: those of the index the last Reconcile built (none before the
+// first). It is what BaseReconciler.Companions asks. The Bindings are
+// the index's: callers must not change them.
+func (ac *AdmissionReconciler) Companions(group, kind, namespace, name string, labels map[string]string) []Bindable {
+	ix := ac.index.Load()
+	if ix == nil {
+		return nil
+	}
+	return ix.lookup(group, kind, namespace, name, labels)
+}
+
+// companionApps are the other Bindings whose change a patch that binds b
+// to the subject u (read as before) carries too: each Binding admission
+// would apply to the subject (Companions) that the subject does not
+// record at all, is not held from, that is not being deleted and that no
+// rollout paces (no policy, not paused, not undone), when b's own change
+// is paced by none either. Bindings that select the same subjects then
+// reach each of them in one template change, as a webhook's admission of
+// the subject would have made, rather than one a Binding; each is
+// recorded at the generation applied, so its own reconcile finds the
+// subject done. A subject that records a companion at another generation
+// is left to that Binding's reconcile, which knows how to take the old
+// one back. A companion whose context cannot be prepared is left out.
+func (r *BaseReconciler) companionApps(ctx context.Context, b Bindable, s *subject, w work, u *unstructured.Unstructured, before *duck.WithPod) []application {
+	if r.Companions == nil || !w.bind || w.paced != nil || w.undo != nil || r.paced(b) {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(s.ref.APIVersion)
+	if err != nil {
+		return nil
+	}
+	var apps []application
+	for _, c := range r.Companions(gv.Group, s.ref.Kind, u.GetNamespace(), u.GetName(), u.GetLabels()) {
+		if c.GetName() == b.GetName() || c.GetDeletionTimestamp() != nil || r.paced(c) {
+			continue
+		}
+		by := r.boundBy(c)
+		if _, recorded := duck.BoundGeneration(before.Annotations, by); recorded {
+			continue
+		}
+		if _, held := duck.HeldOf(before.Annotations).Lookup(by); held {
+			continue
+		}
+		cctx := ctx
+		if r.WithContext != nil {
+			if cctx, err = callWithContext(ctx, r.WithContext, c); err != nil {
+				continue
+			}
+		}
+		apps = append(apps, application{b: c, ctx: cctx, bind: true, by: by, record: true})
+	}
+	return apps
+}
+
+// paced reports whether a rollout paces b's changes: a policy (the
+// kind's or its annotations'), an operator's pause or undo, or
+// annotations that do not parse (taken as pacing, so the Binding's own
+// reconcile deals with them).
+func (r *BaseReconciler) paced(b Bindable) bool {
+	p, err := r.rolloutPolicy(b)
+	if err != nil || p.Enabled() {
+		return true
+	}
+	paused, undo, err := controlsOf(b)
+	return err != nil || paused || undo
+}
