@@ -64,10 +64,11 @@ const (
 //     Deployments has seen each one bound (githubBound). Then the
 //     Deployments and Bindings are deleted.
 //   - impl=bindkit: the same n Deployments created again, the example
-//     binary started with default flags (ready, its caches full); timed
-//     from the first of the same Bindings' create until the informer has
-//     seen every Deployment bound. Reports the controller's CPU and its
-//     peak RSS (VmHWM).
+//     binary started with default flags and ready (its webhook answers; it
+//     lists Deployments only once a Binding names them, so inside the
+//     timed part); timed from the first of the same Bindings' create until
+//     the informer has seen every Deployment bound. Reports the
+//     controller's CPU and its peak RSS (VmHWM).
 //   - index-rebuild: with the controller still running, sel-a of a
 //     namespace gets a new Secret name, timed from the update until a
 //     server-side dry-run create of a group=a Deployment there, sent every
