@@ -9,10 +9,14 @@
 // the kube-apiserver with no webhook, the example binary's and
 // controller-runtime's (BenchmarkAdmissionLatency); and many namespaces of
 // one selector Binding and 3 Deployments each through the example binary
-// against a client-go floor of the same writes (BenchmarkManyBindings). It
-// is a module of its own so that the
-// framework module never depends on knative or controller-runtime: only
-// these benchmarks do. Run them with `make bench` from the repository root;
+// against a client-go floor of the same writes (BenchmarkManyBindings); and,
+// opt-in only (BINDKIT_BENCH_SCALE=<n>, never run by `make bench` or CI),
+// n Deployments over n/100 namespaces with 4 Bindings each bound through
+// the example binary against the same floor, the admission index's rebuild
+// after one Binding edit and a create's latency with and without bindkit
+// (BenchmarkScale, issue 40's 50,000 Deployments). It is a module of its
+// own so that the framework module never depends on knative or
+// controller-runtime: only these benchmarks do. Run them with `make bench` from the repository root;
 // RESULTS.md records the runs.
 //
 // cmd/ holds the two programs the process benchmarks build besides the
