@@ -4,6 +4,8 @@ import (
 	stdcmp "cmp"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +41,8 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 	type conn struct {
 		name, peer string
 		// stage: "handshake", "headers" (handshaken), "body" (due in
-		// dueIn), "deciding" or "idle" (after a request).
+		// dueIn), "deciding" or "idle" (after an admission); "wait" opens
+		// nothing and moves the clock by dueIn.
 		stage string
 		dueIn time.Duration
 	}
@@ -48,9 +51,14 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 		max, perPeer  int
 		authenticated bool
 		open          []conn
-		newPeer       string
+		// proven are addresses proven before (their proving connection
+		// since closed).
+		proven  []string
+		newPeer string
 		// shed is the connection closed for the new one; "" means none.
 		shed string
+		// refused: the new connection is itself closed.
+		refused bool
 	}{{
 		name:    "a fresh connection goes before a kept-alive one",
 		max:     2,
@@ -65,7 +73,40 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 		name:    "the older of two silent connections goes first",
 		max:     2,
 		open:    []conn{{name: "older", peer: "10.0.0.2", stage: "headers"}, {name: "newer", peer: "10.0.0.2", stage: "handshake"}},
+		proven:  []string{"10.0.0.2"},
 		newPeer: "10.0.0.2", shed: "older",
+	}, {
+		name:    "an unproven address holding a connection is refused at the cap",
+		max:     2,
+		open:    []conn{{name: "own", peer: "10.0.0.2", stage: "headers"}, {name: "other", peer: "10.0.0.3", stage: "handshake"}},
+		newPeer: "10.0.0.2", refused: true,
+	}, {
+		name:    "an address proven by an admission on a connection still open displaces",
+		max:     2,
+		open:    []conn{{name: "deciding", peer: "10.0.0.1", stage: "deciding"}, {name: "silent", peer: "10.0.0.2", stage: "handshake"}},
+		newPeer: "10.0.0.1", shed: "silent",
+	}, {
+		name:    "an address whose admission is done displaces",
+		max:     2,
+		open:    []conn{{name: "idle", peer: "10.0.0.1", stage: "idle"}, {name: "silent", peer: "10.0.0.2", stage: "handshake"}},
+		newPeer: "10.0.0.1", shed: "silent",
+	}, {
+		name:    "a handshake alone proves nothing without client authentication",
+		max:     2,
+		open:    []conn{{name: "headers", peer: "10.0.0.1", stage: "headers"}, {name: "silent", peer: "10.0.0.2", stage: "handshake"}},
+		newPeer: "10.0.0.1", refused: true,
+	}, {
+		name:          "with client authentication, a handshake proves its address",
+		max:           2,
+		authenticated: true,
+		open:          []conn{{name: "authenticated", peer: "10.0.0.1", stage: "headers"}, {name: "handshake", peer: "10.0.0.1", stage: "handshake"}},
+		newPeer:       "10.0.0.1", shed: "handshake",
+	}, {
+		name:          "with client authentication, a proven address still never displaces an authenticated connection for a handshake",
+		max:           2,
+		authenticated: true,
+		open:          []conn{{name: "authenticated", peer: "10.0.0.1", stage: "headers"}, {name: "idle", peer: "10.0.0.2", stage: "idle"}},
+		newPeer:       "10.0.0.1", shed: "authenticated",
 	}, {
 		name:    "a body that keeps pace outlasts headers that do not come",
 		max:     2,
@@ -83,10 +124,22 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 		open:          []conn{{name: "authenticated", peer: "10.0.0.1", stage: "headers"}, {name: "handshake", peer: "10.0.0.2", stage: "handshake", dueIn: time.Hour}},
 		newPeer:       "10.0.0.3", shed: "handshake",
 	}, {
-		name: "at its peer cap a peer cuts its own connection, not another's due sooner",
+		name: "at its peer cap a proven peer cuts its own connection, not another's due sooner",
 		max:  10, perPeer: 2,
 		open:    []conn{{name: "other", peer: "10.0.0.1", stage: "body", dueIn: time.Millisecond}, {name: "own1", peer: "10.0.0.2", stage: "idle"}, {name: "own2", peer: "10.0.0.2", stage: "headers"}},
 		newPeer: "10.0.0.2", shed: "own2",
+	}, {
+		name: "at its peer cap an unproven peer is refused and its connections kept",
+		max:  10, perPeer: 2,
+		open:    []conn{{name: "own1", peer: "10.0.0.2", stage: "handshake"}, {name: "own2", peer: "10.0.0.2", stage: "headers"}},
+		newPeer: "10.0.0.2", refused: true,
+	}, {
+		name: "a proof lapses provenFor after its connection closed",
+		max:  2,
+		open: []conn{{name: "own", peer: "10.0.0.2", stage: "headers"}, {name: "other", peer: "10.0.0.3", stage: "handshake"},
+			{name: "later", peer: "10.0.0.4", stage: "wait", dueIn: provenFor}},
+		proven:  []string{"10.0.0.2"},
+		newPeer: "10.0.0.2", refused: true,
 	}, {
 		name: "below the caps nothing is cut",
 		max:  3, perPeer: 2,
@@ -102,8 +155,15 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 			}
 			l := newConnLimiter(o, idleTimeout)
 			l.now = func() time.Time { return now }
+			for _, a := range tc.proven {
+				l.remember(netip.MustParseAddr(a))
+			}
 			raws := map[string]*fakeConn{}
 			for _, oc := range tc.open {
+				if oc.stage == "wait" {
+					now = now.Add(oc.dueIn)
+					continue
+				}
 				raw := &fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(oc.peer), Port: 1}}
 				raws[oc.name] = raw
 				c := l.admit(raw, nil)
@@ -123,6 +183,8 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 					l.deciding(c)
 				case "idle":
 					l.handshaken(c)
+					l.connState(c, http.StateActive)
+					l.deciding(c)
 					l.connState(c, http.StateIdle)
 				case "handshake":
 					if oc.dueIn != 0 {
@@ -132,8 +194,12 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 				now = now.Add(time.Millisecond)
 			}
 			fresh := &fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(tc.newPeer), Port: 2}}
-			if got := l.admit(fresh, nil); got == nil || fresh.isClosed() {
-				t.Fatal("new connection refused")
+			got := l.admit(fresh, nil)
+			if refused := got == nil || fresh.isClosed(); refused != tc.refused {
+				t.Fatalf("new connection refused: %v, want %v", refused, tc.refused)
+			}
+			if n := l.refused.Load(); (n == 1) != tc.refused || n > 1 {
+				t.Errorf("refused counter %d, want 1 if refused (%v)", n, tc.refused)
 			}
 			var shed []string
 			for name, raw := range raws {
@@ -202,5 +268,77 @@ func TestConnLimiterWaitsWhenEveryConnectionDecides(t *testing.T) {
 				t.Error("a connection waiting when the listener closed was not closed")
 			}
 		})
+	}
+}
+
+// TestDecide is the rule of the caps on its own.
+func TestDecide(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    arrival
+		want verdict
+	}{
+		{"below the caps", arrival{held: 3, anyCuttable: true, ownCuttable: true}, fits},
+		{"below the caps, unproven", arrival{held: 3}, fits},
+		{"unproven at its own cap", arrival{held: 256, atPeerCap: true, ownCuttable: true, anyCuttable: true}, refuse},
+		{"unproven at both caps", arrival{held: 256, atPeerCap: true, atCap: true, ownCuttable: true, anyCuttable: true}, refuse},
+		{"proven at its own cap", arrival{proven: true, held: 256, atPeerCap: true, ownCuttable: true, anyCuttable: true}, cutOwn},
+		{"proven at both caps cuts its own", arrival{proven: true, held: 256, atPeerCap: true, atCap: true, ownCuttable: true, anyCuttable: true}, cutOwn},
+		{"proven at its own cap, all its own deciding", arrival{proven: true, held: 256, atPeerCap: true, anyCuttable: true}, waitForRoom},
+		{"proven at the cap", arrival{proven: true, held: 5, atCap: true, anyCuttable: true}, cutAny},
+		{"proven at the cap, all deciding", arrival{proven: true, held: 5, atCap: true}, waitForRoom},
+		{"unproven holding one at the cap", arrival{held: 1, atCap: true, anyCuttable: true, ownCuttable: true}, refuse},
+		{"unproven holding none at the cap", arrival{atCap: true, anyCuttable: true}, cutAny},
+		{"unproven holding none at the cap, all deciding", arrival{atCap: true}, waitForRoom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want.String(), decide(tc.a).String()); diff != "" {
+				t.Errorf("decide(%+v) (-want +got):\n%s", tc.a, diff)
+			}
+		})
+	}
+}
+
+// TestProvenAddressesAreBounded checks that the addresses remembered as
+// proven are at most MaxConnections, the lapsed ones going first, then
+// the one lapsing soonest, and that a proof lapses provenFor after its
+// connection closed.
+func TestProvenAddressesAreBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	o := DefaultOptions()
+	o.MaxConnections, o.MaxConnectionsPerPeer = 3, 3
+	l := newConnLimiter(o, idleTimeout)
+	l.now = func() time.Time { return now }
+	prove := func(addr string) {
+		c := l.admit(&fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(addr)}}, nil)
+		l.handshaken(c)
+		l.deciding(c)
+		l.connState(c, http.StateIdle)
+		c.Close()
+	}
+	remembered := func() []string {
+		var out []string
+		for a := range l.proven {
+			out = append(out, a.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"} {
+		prove(a)
+		now = now.Add(time.Minute)
+	}
+	if diff := cmp.Diff([]string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}, remembered()); diff != "" {
+		t.Errorf("remembered with the set full (-want +got):\n%s", diff)
+	}
+	// 10.0.0.2's proof lapses; a new address takes its place, not 10.0.0.3's.
+	now = time.Unix(1000, 0).Add(time.Minute + provenFor)
+	if l.isProven(netip.MustParseAddr("10.0.0.2"), nil) || !l.isProven(netip.MustParseAddr("10.0.0.3"), nil) {
+		t.Errorf("at %v past the first proof, 10.0.0.2 proven %v (want false), 10.0.0.3 %v (want true)", provenFor+time.Minute,
+			l.isProven(netip.MustParseAddr("10.0.0.2"), nil), l.isProven(netip.MustParseAddr("10.0.0.3"), nil))
+	}
+	prove("10.0.0.5")
+	if diff := cmp.Diff([]string{"10.0.0.3", "10.0.0.4", "10.0.0.5"}, remembered()); diff != "" {
+		t.Errorf("remembered after a lapse (-want +got):\n%s", diff)
 	}
 }
