@@ -25,7 +25,8 @@ import (
 // before any TLS. Which, is decide's: it depends on whether the new
 // connection's address is proven, that is whether a connection from it
 // has had an admission's body read in full or, with client
-// authentication, finished its handshake, now or within provenFor.
+// authentication, finished its handshake, since the server started (the
+// last MaxConnections addresses to prove themselves are remembered).
 //
 // A proven address's new connection is never refused: the connection
 // that is due soonest is closed to make room. Each connection not busy
@@ -42,12 +43,13 @@ import (
 // yet) all go before any authenticated one.
 //
 // An unproven address's new connection is refused at its address's cap,
-// and at the global cap when that address holds a connection already: a
-// cut peer comes back, and each return costs a TLS handshake on both
-// sides, on cores the kube-apiserver and etcd share, while a refusal
-// costs an accept and a reset, and leaves the connections held to their
-// deadlines. An address holding none (a kube-apiserver replica not seen
-// before, say) still displaces the connection due soonest, once, and is
+// and at the global cap when that address holds unprovenGrace
+// connections already: a cut peer comes back, and each return costs a TLS
+// handshake on both sides, on cores the kube-apiserver and etcd share,
+// while a refusal costs an accept and a reset, and leaves the connections
+// held to their deadlines. An address holding fewer (a kube-apiserver
+// replica not seen before, or after a restart, opening its first
+// connections at once) still displaces the connection due soonest, and is
 // proven by its first admission.
 //
 // The peer cap applies the same choice within one address, so that a peer
@@ -76,19 +78,16 @@ type connLimiter struct {
 	count int
 	all   dueHeap
 	peers map[netip.Addr]*peerConns
-	// proven holds, for addresses whose last proved connection has
-	// closed, when their proof lapses; at most max entries.
+	// proven holds the addresses proven since the server started, each
+	// with when its last proved connection closed; at most max entries.
 	proven map[netip.Addr]time.Time
 }
 
-// provenFor is how long an address stays proven after its last proved
-// connection closes: longer than the kube-apiserver's quiet spells
-// between calls in most clusters, so that its next connection is not
-// refused. Without client authentication a proof is an admission's body,
-// which any peer can send, so the length costs nothing; with it, a
-// proven address's new connections still never displace an
-// authenticated one.
-const provenFor = time.Hour
+// unprovenGrace is how many connections an unproven address may hold and
+// still displace one at the global cap: as many as a kube-apiserver
+// replica might open at once before its first admission is read, and far
+// fewer than a flood's addresses hold when sharing MaxConnections.
+const unprovenGrace = 8
 
 // peerConns are the open connections of one peer address.
 type peerConns struct {
@@ -221,7 +220,7 @@ type arrival struct {
 }
 
 // decide is the rule of the caps. An unproven address is refused at its
-// own cap, and at the global one unless it holds no connection; anyone
+// own cap, and at the global one once it holds unprovenGrace; anyone
 // else displaces the connection due soonest (its address's own at its
 // address's cap), or waits when every candidate is deciding. Cutting at
 // the peer cap frees a place under the global cap too.
@@ -235,7 +234,7 @@ func decide(a arrival) verdict {
 		return waitForRoom
 	case !a.atCap:
 		return fits
-	case !a.proven && a.held > 0:
+	case !a.proven && a.held >= unprovenGrace:
 		return refuse
 	case a.anyCuttable:
 		return cutAny
@@ -272,8 +271,8 @@ func (l *connLimiter) isProven(addr netip.Addr, p *peerConns) bool {
 	if p != nil && p.proved > 0 {
 		return true
 	}
-	until, ok := l.proven[addr]
-	return ok && l.now().Before(until)
+	_, ok := l.proven[addr]
+	return ok
 }
 
 // prove marks c as having proved its address; l.mu is held.
@@ -284,27 +283,25 @@ func (l *connLimiter) prove(c *trackedConn) {
 	}
 }
 
-// remember keeps addr, whose last proved connection has closed, proven
-// for provenFor; l.mu is held. When l.proven is full (max entries, as
-// many as the addresses that can hold a connection), the lapsed entries
-// go, then if need be the one lapsing soonest.
+// remember keeps addr, whose last proved connection has closed, proven;
+// l.mu is held. l.proven holds at most max entries, as many as the
+// addresses that can hold a connection at once: when it is full, the
+// address whose last proved connection closed longest ago goes. (No
+// proof lapses with time, so that a kube-apiserver quiet for hours is
+// still proven; one that can prove itself by an admission's body, any
+// peer without client authentication, could renew it anyway.)
 func (l *connLimiter) remember(addr netip.Addr) {
-	now := l.now()
 	if _, ok := l.proven[addr]; !ok && len(l.proven) >= l.max {
-		var soonest netip.Addr
+		var oldest netip.Addr
 		var first time.Time
-		for a, until := range l.proven {
-			if !now.Before(until) {
-				delete(l.proven, a)
-			} else if first.IsZero() || until.Before(first) {
-				soonest, first = a, until
+		for a, at := range l.proven {
+			if first.IsZero() || at.Before(first) {
+				oldest, first = a, at
 			}
 		}
-		if len(l.proven) >= l.max {
-			delete(l.proven, soonest)
-		}
+		delete(l.proven, oldest)
 	}
-	l.proven[addr] = now.Add(provenFor)
+	l.proven[addr] = l.now()
 }
 
 // add counts a new connection; l.mu is held.

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	stdcmp "cmp"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -34,18 +35,29 @@ func (c *fakeConn) isClosed() bool {
 	return c.closed
 }
 
+// many is n connections from peer at stage, named peer#i.
+func many(n int, peer, stage string) []conn {
+	var out []conn
+	for i := range n {
+		out = append(out, conn{name: fmt.Sprintf("%s#%d", peer, i), peer: peer, stage: stage})
+	}
+	return out
+}
+
+// conn is a connection TestConnLimiterShedsTheConnectionDueSoonest opens.
+type conn struct {
+	name, peer string
+	// stage: "handshake", "headers" (handshaken), "body" (due in
+	// dueIn), "deciding" or "idle" (after an admission); "wait" opens
+	// nothing and moves the clock by dueIn.
+	stage string
+	dueIn time.Duration
+}
+
 // TestConnLimiterShedsTheConnectionDueSoonest drives a connLimiter
 // through the stages of its connections on a fake clock and checks which
 // one a new connection at a cap closes.
 func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
-	type conn struct {
-		name, peer string
-		// stage: "handshake", "headers" (handshaken), "body" (due in
-		// dueIn), "deciding" or "idle" (after an admission); "wait" opens
-		// nothing and moves the clock by dueIn.
-		stage string
-		dueIn time.Duration
-	}
 	for _, tc := range []struct {
 		name          string
 		max, perPeer  int
@@ -76,10 +88,15 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 		proven:  []string{"10.0.0.2"},
 		newPeer: "10.0.0.2", shed: "older",
 	}, {
-		name:    "an unproven address holding a connection is refused at the cap",
-		max:     2,
-		open:    []conn{{name: "own", peer: "10.0.0.2", stage: "headers"}, {name: "other", peer: "10.0.0.3", stage: "handshake"}},
+		name:    "an unproven address holding unprovenGrace connections is refused at the cap",
+		max:     unprovenGrace + 1,
+		open:    append(many(unprovenGrace, "10.0.0.2", "headers"), conn{name: "other", peer: "10.0.0.3", stage: "handshake"}),
 		newPeer: "10.0.0.2", refused: true,
+	}, {
+		name:    "an unproven address holding fewer displaces at the cap",
+		max:     unprovenGrace,
+		open:    append(many(unprovenGrace-1, "10.0.0.2", "headers"), conn{name: "other", peer: "10.0.0.3", stage: "handshake"}),
+		newPeer: "10.0.0.2", shed: "10.0.0.2#0",
 	}, {
 		name:    "an address proven by an admission on a connection still open displaces",
 		max:     2,
@@ -92,8 +109,8 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 		newPeer: "10.0.0.1", shed: "silent",
 	}, {
 		name:    "a handshake alone proves nothing without client authentication",
-		max:     2,
-		open:    []conn{{name: "headers", peer: "10.0.0.1", stage: "headers"}, {name: "silent", peer: "10.0.0.2", stage: "handshake"}},
+		max:     unprovenGrace + 1,
+		open:    append(many(unprovenGrace, "10.0.0.1", "headers"), conn{name: "silent", peer: "10.0.0.2", stage: "handshake"}),
 		newPeer: "10.0.0.1", refused: true,
 	}, {
 		name:          "with client authentication, a handshake proves its address",
@@ -134,12 +151,12 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 		open:    []conn{{name: "own1", peer: "10.0.0.2", stage: "handshake"}, {name: "own2", peer: "10.0.0.2", stage: "headers"}},
 		newPeer: "10.0.0.2", refused: true,
 	}, {
-		name: "a proof lapses provenFor after its connection closed",
-		max:  2,
-		open: []conn{{name: "own", peer: "10.0.0.2", stage: "headers"}, {name: "other", peer: "10.0.0.3", stage: "handshake"},
-			{name: "later", peer: "10.0.0.4", stage: "wait", dueIn: provenFor}},
+		name: "a proof does not lapse with time",
+		max:  unprovenGrace + 1,
+		open: append(many(unprovenGrace, "10.0.0.2", "headers"),
+			conn{name: "later", peer: "10.0.0.4", stage: "wait", dueIn: 24 * time.Hour}, conn{name: "other", peer: "10.0.0.3", stage: "handshake"}),
 		proven:  []string{"10.0.0.2"},
-		newPeer: "10.0.0.2", refused: true,
+		newPeer: "10.0.0.2", shed: "10.0.0.2#0",
 	}, {
 		name: "below the caps nothing is cut",
 		max:  3, perPeer: 2,
@@ -287,7 +304,8 @@ func TestDecide(t *testing.T) {
 		{"proven at its own cap, all its own deciding", arrival{proven: true, held: 256, atPeerCap: true, anyCuttable: true}, waitForRoom},
 		{"proven at the cap", arrival{proven: true, held: 5, atCap: true, anyCuttable: true}, cutAny},
 		{"proven at the cap, all deciding", arrival{proven: true, held: 5, atCap: true}, waitForRoom},
-		{"unproven holding one at the cap", arrival{held: 1, atCap: true, anyCuttable: true, ownCuttable: true}, refuse},
+		{"unproven holding one at the cap", arrival{held: 1, atCap: true, anyCuttable: true, ownCuttable: true}, cutAny},
+		{"unproven holding unprovenGrace at the cap", arrival{held: unprovenGrace, atCap: true, anyCuttable: true, ownCuttable: true}, refuse},
 		{"unproven holding none at the cap", arrival{atCap: true, anyCuttable: true}, cutAny},
 		{"unproven holding none at the cap, all deciding", arrival{atCap: true}, waitForRoom},
 	} {
@@ -300,21 +318,22 @@ func TestDecide(t *testing.T) {
 }
 
 // TestProvenAddressesAreBounded checks that the addresses remembered as
-// proven are at most MaxConnections, the lapsed ones going first, then
-// the one lapsing soonest, and that a proof lapses provenFor after its
-// connection closed.
+// proven are at most MaxConnections, the one whose proved connection
+// closed longest ago going first, and that an address proven by a
+// connection still open is proven whatever the set holds.
 func TestProvenAddressesAreBounded(t *testing.T) {
 	now := time.Unix(1000, 0)
 	o := DefaultOptions()
 	o.MaxConnections, o.MaxConnectionsPerPeer = 3, 3
 	l := newConnLimiter(o, idleTimeout)
 	l.now = func() time.Time { return now }
-	prove := func(addr string) {
+	prove := func(addr string) *trackedConn {
 		c := l.admit(&fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(addr)}}, nil)
 		l.handshaken(c)
 		l.deciding(c)
 		l.connState(c, http.StateIdle)
-		c.Close()
+		now = now.Add(time.Minute)
+		return c
 	}
 	remembered := func() []string {
 		var out []string
@@ -324,21 +343,19 @@ func TestProvenAddressesAreBounded(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
+	open := prove("10.0.0.9")
 	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"} {
-		prove(a)
-		now = now.Add(time.Minute)
+		prove(a).Close()
 	}
 	if diff := cmp.Diff([]string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}, remembered()); diff != "" {
 		t.Errorf("remembered with the set full (-want +got):\n%s", diff)
 	}
-	// 10.0.0.2's proof lapses; a new address takes its place, not 10.0.0.3's.
-	now = time.Unix(1000, 0).Add(time.Minute + provenFor)
-	if l.isProven(netip.MustParseAddr("10.0.0.2"), nil) || !l.isProven(netip.MustParseAddr("10.0.0.3"), nil) {
-		t.Errorf("at %v past the first proof, 10.0.0.2 proven %v (want false), 10.0.0.3 %v (want true)", provenFor+time.Minute,
-			l.isProven(netip.MustParseAddr("10.0.0.2"), nil), l.isProven(netip.MustParseAddr("10.0.0.3"), nil))
+	nine := netip.MustParseAddr("10.0.0.9")
+	if !l.isProven(nine, l.peers[nine]) {
+		t.Error("an address with a proved connection open is not proven")
 	}
-	prove("10.0.0.5")
-	if diff := cmp.Diff([]string{"10.0.0.3", "10.0.0.4", "10.0.0.5"}, remembered()); diff != "" {
-		t.Errorf("remembered after a lapse (-want +got):\n%s", diff)
+	open.Close()
+	if diff := cmp.Diff([]string{"10.0.0.3", "10.0.0.4", "10.0.0.9"}, remembered()); diff != "" {
+		t.Errorf("remembered once the open one closed (-want +got):\n%s", diff)
 	}
 }
