@@ -176,8 +176,10 @@ func (l *connLimiter) admit(raw net.Conn, done <-chan struct{}) *trackedConn {
 }
 
 // reset closes raw with a TCP reset, which a peer's read or write sees
-// at once as "connection reset" (an error the kube-apiserver's webhook
-// client retries), and which leaves no TIME_WAIT socket behind.
+// at once as "connection reset", and which leaves no TIME_WAIT socket
+// behind for each of a flood's refused connections. (The kube-apiserver
+// does not retry an admission call whose connection was reset: client-go
+// retries resets only for GETs.)
 func reset(raw net.Conn) {
 	if tc, ok := raw.(*net.TCPConn); ok {
 		tc.SetLinger(0)
