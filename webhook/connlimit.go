@@ -50,7 +50,12 @@ import (
 // held to their deadlines. An address holding fewer (a kube-apiserver
 // replica not seen before, or after a restart, opening its first
 // connections at once) still displaces the connection due soonest, and is
-// proven by its first admission.
+// proven by its first admission. Below the caps too, an unproven address
+// holding unprovenGrace connections is refused while a handshake of its
+// has failed within the last HandshakeTimeout (other than by a cut): with
+// client authentication, every handshake of a peer without a certificate
+// fails at once and frees its place, so a flood of them would otherwise
+// cost a handshake per place per reconnection without ever meeting a cap.
 //
 // The peer cap applies the same choice within one address, so that a peer
 // churning connections as fast as it can cuts only its own. Connections
@@ -95,6 +100,9 @@ type peerConns struct {
 	count int
 	// proved counts the open connections that proved the address.
 	proved int
+	// failed is when a handshake from the address last failed, other
+	// than by a cut.
+	failed time.Time
 	due    dueHeap
 }
 
@@ -219,13 +227,17 @@ type arrival struct {
 	// atCap: MaxConnections are open; anyCuttable: one of them is not
 	// deciding an admission.
 	atCap, anyCuttable bool
+	// failing: a handshake from the address failed within the last
+	// HandshakeTimeout.
+	failing bool
 }
 
 // decide is the rule of the caps. An unproven address is refused at its
-// own cap, and at the global one once it holds unprovenGrace; anyone
-// else displaces the connection due soonest (its address's own at its
-// address's cap), or waits when every candidate is deciding. Cutting at
-// the peer cap frees a place under the global cap too.
+// own cap, and once it holds unprovenGrace, at the global one or while its
+// handshakes fail; anyone else displaces the connection due soonest (its
+// address's own at its address's cap), or waits when every candidate is
+// deciding. Cutting at the peer cap frees a place under the global cap
+// too.
 func decide(a arrival) verdict {
 	switch {
 	case a.atPeerCap && !a.proven:
@@ -234,10 +246,10 @@ func decide(a arrival) verdict {
 		return cutOwn
 	case a.atPeerCap:
 		return waitForRoom
+	case !a.proven && a.held >= unprovenGrace && (a.atCap || a.failing):
+		return refuse
 	case !a.atCap:
 		return fits
-	case !a.proven && a.held >= unprovenGrace:
-		return refuse
 	case a.anyCuttable:
 		return cutAny
 	}
@@ -251,8 +263,9 @@ func (l *connLimiter) makeRoom(addr netip.Addr) (victim *trackedConn, v verdict)
 	a := arrival{atCap: l.count >= l.max, anyCuttable: l.all.Len() > 0}
 	if p != nil {
 		a.held, a.atPeerCap, a.ownCuttable = p.count, p.count >= l.perPeer, p.due.Len() > 0
+		a.failing = !p.failed.IsZero() && l.now().Sub(p.failed) < l.handshake
 	}
-	if a.atCap || a.atPeerCap {
+	if a.atCap || a.atPeerCap || a.failing {
 		a.proven = l.isProven(addr, p)
 	}
 	switch v = decide(a); v {
@@ -395,6 +408,15 @@ func (l *connLimiter) handshaken(c *trackedConn) {
 		l.prove(c)
 	}
 	l.setDueLocked(c, l.now().Add(l.header))
+}
+
+// handshakeFailed records that c's handshake failed, unless c was cut.
+func (l *connLimiter) handshakeFailed(c *trackedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.counted {
+		c.peer.failed = l.now()
+	}
 }
 
 // deciding marks an admission being decided on c, whose body is in: c

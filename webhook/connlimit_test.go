@@ -48,8 +48,9 @@ func many(n int, peer, stage string) []conn {
 type conn struct {
 	name, peer string
 	// stage: "handshake", "headers" (handshaken), "body" (due in
-	// dueIn), "deciding" or "idle" (after an admission); "wait" opens
-	// nothing and moves the clock by dueIn.
+	// dueIn), "deciding" or "idle" (after an admission), "failed" (its
+	// handshake failed; closed); "wait" opens nothing and moves the
+	// clock by dueIn.
 	stage string
 	dueIn time.Duration
 }
@@ -158,6 +159,22 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 		proven:  []string{"10.0.0.2"},
 		newPeer: "10.0.0.2", shed: "10.0.0.2#0",
 	}, {
+		name:    "below the caps, an unproven address holding unprovenGrace whose handshake just failed is refused",
+		max:     unprovenGrace + 10,
+		open:    append(many(unprovenGrace, "10.0.0.2", "headers"), conn{name: "failed", peer: "10.0.0.2", stage: "failed"}),
+		newPeer: "10.0.0.2", refused: true,
+	}, {
+		name: "a failed handshake counts for HandshakeTimeout",
+		max:  unprovenGrace + 10,
+		open: append(many(unprovenGrace, "10.0.0.2", "headers"), conn{name: "failed", peer: "10.0.0.2", stage: "failed"},
+			conn{name: "later", stage: "wait", dueIn: DefaultHandshakeTimeout}),
+		newPeer: "10.0.0.2",
+	}, {
+		name:    "a failed handshake does not count against a proven address",
+		max:     unprovenGrace + 10,
+		open:    append(many(unprovenGrace, "10.0.0.2", "idle"), conn{name: "failed", peer: "10.0.0.2", stage: "failed"}),
+		newPeer: "10.0.0.2",
+	}, {
 		name: "below the caps nothing is cut",
 		max:  3, perPeer: 2,
 		open:    []conn{{name: "a", peer: "10.0.0.2", stage: "handshake"}, {name: "b", peer: "10.0.0.1", stage: "idle"}},
@@ -207,6 +224,10 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 					if oc.dueIn != 0 {
 						l.setDue(c, now.Add(oc.dueIn))
 					}
+				case "failed":
+					l.handshakeFailed(c)
+					c.Close()
+					delete(raws, oc.name)
 				}
 				now = now.Add(time.Millisecond)
 			}
@@ -308,6 +329,9 @@ func TestDecide(t *testing.T) {
 		{"unproven holding unprovenGrace at the cap", arrival{held: unprovenGrace, atCap: true, anyCuttable: true, ownCuttable: true}, refuse},
 		{"unproven holding none at the cap", arrival{atCap: true, anyCuttable: true}, cutAny},
 		{"unproven holding none at the cap, all deciding", arrival{atCap: true}, waitForRoom},
+		{"unproven holding unprovenGrace below the cap, its handshakes failing", arrival{held: unprovenGrace, failing: true, anyCuttable: true}, refuse},
+		{"unproven holding fewer below the cap, its handshakes failing", arrival{held: unprovenGrace - 1, failing: true, anyCuttable: true}, fits},
+		{"proven below the cap, its handshakes failing", arrival{proven: true, held: unprovenGrace, failing: true, anyCuttable: true}, fits},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want.String(), decide(tc.a).String()); diff != "" {

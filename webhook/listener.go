@@ -122,6 +122,7 @@ func (ln *tlsListener) handshake(c *trackedConn) {
 	tc := tls.Server(c, ln.config)
 	if err := tc.Handshake(); err != nil {
 		ln.logger.Warn("TLS handshake failed", zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+		ln.l.handshakeFailed(c)
 		c.Close()
 		return
 	}

@@ -265,7 +265,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	caps := fmt.Sprintf("(%s, %s)", s.opts.SettingName("MaxConnections"), s.opts.SettingName("MaxConnectionsPerPeer"))
 	ln = newTLSListener(ln, limiter, tlsConfig, sampled,
 		"at a connection cap "+caps+": closed the connection due soonest for a new one",
-		fmt.Sprintf("at a connection cap %s: reset a new connection before TLS from an address that holds connections (at its cap, or %d or more at the global cap) and has not proven itself (sent no admission, or with client authentication completed no handshake)", caps, unprovenGrace))
+		fmt.Sprintf("connection caps %s: reset a new connection before TLS from an address that has not proven itself (sent no admission, or with client authentication completed no handshake) and holds connections (at its cap, or %d or more at the global cap or while its handshakes fail)", caps, unprovenGrace))
 	srv := &http.Server{
 		Handler:           s,
 		TLSConfig:         tlsConfig,
