@@ -116,17 +116,19 @@ type Options struct {
 	ReadTimeout time.Duration
 	// MaxConnections caps the connections held open at once (default
 	// DefaultMaxConnections). A new connection is always accepted at
-	// once. At the cap, one from a proven address (one that sent an
-	// admission, or with ClientCAFile set completed a handshake, within
-	// the last hour) or from an address holding no connection closes the
-	// connection due soonest, the one with the least time left before its
-	// handshake, headers, body pace or idle time would end it anyway (see
-	// HandshakeTimeout, ReadHeaderTimeout, MinBodyRate); one from another
-	// address is reset before any TLS, which spares the handshakes that
-	// cut peers' reconnections would cost. Connections deciding an
-	// admission are never closed; with ClientCAFile set, no authenticated
-	// connection is closed while one is still in its handshake. Only when
-	// every connection is deciding does a new one wait.
+	// once. At the cap, one from a proven address (one that has sent an
+	// admission, or with ClientCAFile set completed a handshake, since
+	// the server started) or from an address holding fewer than 8
+	// connections closes the connection due soonest, the one with the
+	// least time left before its handshake, headers, body pace or idle
+	// time would end it anyway (see HandshakeTimeout, ReadHeaderTimeout,
+	// MinBodyRate); one from another address is reset before any TLS,
+	// which spares the handshakes that cut peers' reconnections would
+	// cost (and so is it below the cap while that address's handshakes
+	// fail). Connections deciding an admission are never closed; with
+	// ClientCAFile set, no authenticated connection is closed while one
+	// is still in its handshake. Only when every connection is deciding
+	// does a new one wait.
 	MaxConnections int
 	// MaxConnectionsPerPeer caps the connections held open from one IP
 	// address (default DefaultMaxConnectionsPerPeer; at most
