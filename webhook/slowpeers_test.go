@@ -273,3 +273,43 @@ func TestStallDeadlines(t *testing.T) {
 		t.Errorf("a body at twice MinBodyRate was answered %q, want 200", got)
 	}
 }
+
+// TestFailingHandshakesGetResetBelowTheCap checks that, far below the
+// caps, an unproven address holding unprovenGrace connections whose
+// handshake just failed has its next connection reset before any TLS,
+// while another address still gets in.
+func TestFailingHandshakesGetResetBelowTheCap(t *testing.T) {
+	s, addr, pki := slowPeerServer(t, Options{MaxConnections: 100})
+	for range unprovenGrace {
+		dialFrom(t, "127.0.0.2", addr, pki)
+	}
+	// dialRaw connects from local without TLS; the error is the
+	// connection's reset when the server resets it at once.
+	dialRaw := func(local string) (net.Conn, error) {
+		d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		c, err := d.Dial("tcp", addr)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+		return c, err
+	}
+	// Not TLS: the handshake fails at once.
+	bad, err := dialRaw("127.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(bad, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if err := closedWithin(bad, 5*time.Second); err != nil {
+		t.Fatalf("a connection sending no TLS: %v", err)
+	}
+	limiter := s.conns.Load()
+	if c, err := dialRaw("127.0.0.2"); err == nil {
+		if err := closedWithin(c, time.Second); err != nil {
+			t.Errorf("a new connection from the failing address: %v, want reset", err)
+		}
+	}
+	if n := limiter.refused.Load(); n != 1 {
+		t.Errorf("refused %d, want 1", n)
+	}
+	dialFrom(t, "127.0.0.3", addr, pki)
+}
