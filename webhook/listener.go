@@ -20,8 +20,9 @@ type tlsListener struct {
 	raw    net.Listener
 	l      *connLimiter
 	config *tls.Config
-	// logger reports failed handshakes and connections closed at the cap,
-	// at most one of each a second: a flood makes thousands.
+	// logger reports failed handshakes, connections closed at a cap and
+	// new ones reset there, at most one of each a second: a flood makes
+	// thousands.
 	logger *zap.Logger
 	// shedMessage says a connection was closed at a cap for a new one,
 	// refuseMessage that a new one was refused, naming the caps' settings.
