@@ -17,22 +17,45 @@ import (
 // buffers, so without a cap anyone who reaches the port grows the process
 // by opening connections and never finishing a request.
 //
-// A connection at the cap does not wait for room: waiting fills the
+// A connection at a cap does not wait for room: waiting fills the
 // kernel's accept queue, where the kube-apiserver's next connection would
 // wait behind the flood (and, once the queue is full, its SYN is dropped
-// and retried a second later). The new connection is accepted at once and
-// the connection that is due soonest is closed to make room: each
-// connection not busy deciding an admission has a due time, when it will
-// be closed anyway unless it makes progress (its handshake's deadline,
-// its headers' deadline, the deadline its body's pace has earned, or the
-// end of its idle time between requests), and at the cap the one with the
-// least of that time left goes. A peer that stalls, trickles or sits on
-// a fresh connection is therefore always due before one that is getting
-// through its request, and before the kept-alive connections that
-// answered requests (due only at IdleTimeout), so a caller that moves
-// its request along, as the kube-apiserver does, is not the one cut.
-// With client authentication, connections still in the handshake (no
-// caller proven yet) all go before any authenticated one.
+// and retried a second later). It is accepted at once, and then either a
+// connection already held is closed for it or it is itself closed, reset
+// before any TLS. Which, is decide's: it depends on whether the new
+// connection's address is proven, that is whether a connection from it
+// has had an admission's body read in full or, with client
+// authentication, finished its handshake, since the server started (the
+// last MaxConnections addresses to prove themselves are remembered).
+//
+// A proven address's new connection is never refused: the connection
+// that is due soonest is closed to make room. Each connection not busy
+// deciding an admission has a due time, when it will be closed anyway
+// unless it makes progress (its handshake's deadline, its headers'
+// deadline, the deadline its body's pace has earned, or the end of its
+// idle time between requests), and at the cap the one with the least of
+// that time left goes. A peer that stalls, trickles or sits on a fresh
+// connection is therefore always due before one that is getting through
+// its request, and before the kept-alive connections that answered
+// requests (due only at IdleTimeout), so a caller that moves its request
+// along, as the kube-apiserver does, is not the one cut. With client
+// authentication, connections still in the handshake (no caller proven
+// yet) all go before any authenticated one.
+//
+// An unproven address's new connection is refused at its address's cap,
+// and at the global cap when that address holds unprovenGrace
+// connections already: a cut peer comes back, and each return costs a TLS
+// handshake on both sides, on cores the kube-apiserver and etcd share,
+// while a refusal costs an accept and a reset, and leaves the connections
+// held to their deadlines. An address holding fewer (a kube-apiserver
+// replica not seen before, or after a restart, opening its first
+// connections at once) still displaces the connection due soonest, and is
+// proven by its first admission. Below the caps too, an unproven address
+// holding unprovenGrace connections is refused while a handshake of its
+// has failed within the last HandshakeTimeout (other than by a cut): with
+// client authentication, every handshake of a peer without a certificate
+// fails at once and frees its place, so a flood of them would otherwise
+// cost a handshake per place per reconnection without ever meeting a cap.
 //
 // The peer cap applies the same choice within one address, so that a peer
 // churning connections as fast as it can cuts only its own. Connections
@@ -52,20 +75,35 @@ type connLimiter struct {
 	// freed is signalled when a connection ends or stops being busy, for
 	// an Accept waiting at the cap.
 	freed chan struct{}
-	// shed counts the connections closed to make room, for tests.
-	shed atomic.Int64
+	// shed counts the connections closed to make room, refused the new
+	// connections closed at once, for the log and tests.
+	shed, refused atomic.Int64
 
 	mu    sync.Mutex
 	count int
 	all   dueHeap
 	peers map[netip.Addr]*peerConns
+	// proven holds the addresses proven since the server started, each
+	// with when its last proved connection closed; at most max entries.
+	proven map[netip.Addr]time.Time
 }
+
+// unprovenGrace is how many connections an unproven address may hold and
+// still displace one at the global cap: as many as a kube-apiserver
+// replica might open at once before its first admission is read, and far
+// fewer than a flood's addresses hold when sharing MaxConnections.
+const unprovenGrace = 8
 
 // peerConns are the open connections of one peer address.
 type peerConns struct {
 	addr  netip.Addr
 	count int
-	due   dueHeap
+	// proved counts the open connections that proved the address.
+	proved int
+	// failed is when a handshake from the address last failed, other
+	// than by a cut.
+	failed time.Time
+	due    dueHeap
 }
 
 func newConnLimiter(o Options, idle time.Duration) *connLimiter {
@@ -80,6 +118,7 @@ func newConnLimiter(o Options, idle time.Duration) *connLimiter {
 		freed:         make(chan struct{}, 1),
 		all:           dueHeap{slot: 0},
 		peers:         map[netip.Addr]*peerConns{},
+		proven:        map[netip.Addr]time.Time{},
 	}
 }
 
@@ -95,8 +134,9 @@ type trackedConn struct {
 	// is in neither (busy, or forgotten).
 	pos     [2]int
 	counted bool
-	// shaken is set once the TLS handshake is done.
-	shaken bool
+	// shaken is set once the TLS handshake is done; proved once the
+	// connection proved its address.
+	shaken, proved bool
 	// busy counts the admissions being decided on the connection (one
 	// for HTTP/1.1; HTTP/2 may decide several).
 	busy int
@@ -106,26 +146,33 @@ type trackedConn struct {
 	closeOnce sync.Once
 }
 
-// admit counts raw against the caps, closing the connection due soonest
-// when one is full, and returns it tracked, due at its handshake's
-// deadline. At a cap where every connection is busy it waits for one to
-// end; it returns nil, having closed raw, when done is closed meanwhile.
+// admit counts raw against the caps and returns it tracked, due at its
+// handshake's deadline, when decide lets it in, having closed the
+// connection it displaces if any. When decide refuses it, admit resets
+// raw and returns nil. At a cap where every connection that could go is
+// busy it waits for one to end; it returns nil, having closed raw, when
+// done is closed meanwhile.
 func (l *connLimiter) admit(raw net.Conn, done <-chan struct{}) *trackedConn {
 	addr := peerAddr(raw)
 	for {
 		l.mu.Lock()
-		victims, room := l.makeRoom(addr)
+		victim, v := l.makeRoom(addr)
 		var c *trackedConn
-		if room {
+		if v != refuse && v != waitForRoom {
 			c = l.add(raw, addr)
 		}
 		l.mu.Unlock()
-		for _, v := range victims {
+		if victim != nil {
 			l.shed.Add(1)
-			v.Conn.Close()
+			victim.Conn.Close()
 		}
 		if c != nil {
 			return c
+		}
+		if v == refuse {
+			l.refused.Add(1)
+			reset(raw)
+			return nil
 		}
 		select {
 		case <-l.freed:
@@ -136,28 +183,140 @@ func (l *connLimiter) admit(raw net.Conn, done <-chan struct{}) *trackedConn {
 	}
 }
 
-// makeRoom forgets, and returns to be closed, what must go for a new
-// connection from addr: the soonest due of addr's own at the peer cap,
-// and the soonest due of all at the global cap. room reports whether the
-// new connection now fits.
-func (l *connLimiter) makeRoom(addr netip.Addr) (victims []*trackedConn, room bool) {
-	if p := l.peers[addr]; p != nil && p.count >= l.perPeer {
-		if p.due.Len() == 0 {
-			return nil, false
-		}
-		v := p.due.conns[0]
-		l.forget(v)
-		victims = append(victims, v)
+// reset closes raw with a TCP reset, which a peer's read or write sees
+// at once as "connection reset", and which leaves no TIME_WAIT socket
+// behind for each of a flood's refused connections. (The kube-apiserver
+// does not retry an admission call whose connection was reset: client-go
+// retries resets only for GETs.)
+func reset(raw net.Conn) {
+	if tc, ok := raw.(*net.TCPConn); ok {
+		tc.SetLinger(0)
 	}
-	if l.count >= l.max {
-		if l.all.Len() == 0 {
-			return victims, false
-		}
-		v := l.all.conns[0]
-		l.forget(v)
-		victims = append(victims, v)
+	raw.Close()
+}
+
+// verdict is what becomes of a new connection at the caps.
+type verdict int
+
+const (
+	// fits: it is below both caps.
+	fits verdict = iota
+	// cutOwn: its address's connection due soonest is closed for it.
+	cutOwn
+	// cutAny: the connection due soonest of all is closed for it.
+	cutAny
+	// refuse: it is closed at once, before any TLS.
+	refuse
+	// waitForRoom: every connection that could go for it is deciding.
+	waitForRoom
+)
+
+func (v verdict) String() string {
+	return [...]string{"fits", "cutOwn", "cutAny", "refuse", "waitForRoom"}[v]
+}
+
+// arrival is what decide knows of a new connection and its address.
+type arrival struct {
+	// proven: the address is proven (see connLimiter).
+	proven bool
+	// held is the address's open connections; atPeerCap, whether they
+	// are MaxConnectionsPerPeer; ownCuttable, whether one is not
+	// deciding an admission.
+	held                   int
+	atPeerCap, ownCuttable bool
+	// atCap: MaxConnections are open; anyCuttable: one of them is not
+	// deciding an admission.
+	atCap, anyCuttable bool
+	// failing: a handshake from the address failed within the last
+	// HandshakeTimeout.
+	failing bool
+}
+
+// decide is the rule of the caps. An unproven address is refused at its
+// own cap, and once it holds unprovenGrace, at the global one or while its
+// handshakes fail; anyone else displaces the connection due soonest (its
+// address's own at its address's cap), or waits when every candidate is
+// deciding. Cutting at the peer cap frees a place under the global cap
+// too.
+func decide(a arrival) verdict {
+	switch {
+	case a.atPeerCap && !a.proven:
+		return refuse
+	case a.atPeerCap && a.ownCuttable:
+		return cutOwn
+	case a.atPeerCap:
+		return waitForRoom
+	case !a.proven && a.held >= unprovenGrace && (a.atCap || a.failing):
+		return refuse
+	case !a.atCap:
+		return fits
+	case a.anyCuttable:
+		return cutAny
 	}
-	return victims, true
+	return waitForRoom
+}
+
+// makeRoom decides for a new connection from addr and forgets, and
+// returns to be closed, the connection it displaces if any; l.mu is held.
+func (l *connLimiter) makeRoom(addr netip.Addr) (victim *trackedConn, v verdict) {
+	p := l.peers[addr]
+	a := arrival{atCap: l.count >= l.max, anyCuttable: l.all.Len() > 0}
+	if p != nil {
+		a.held, a.atPeerCap, a.ownCuttable = p.count, p.count >= l.perPeer, p.due.Len() > 0
+		a.failing = !p.failed.IsZero() && l.now().Sub(p.failed) < l.handshake
+	}
+	if a.atCap || a.atPeerCap || a.failing {
+		a.proven = l.isProven(addr, p)
+	}
+	switch v = decide(a); v {
+	case cutOwn:
+		victim = p.due.conns[0]
+	case cutAny:
+		victim = l.all.conns[0]
+	}
+	if victim != nil {
+		l.forget(victim)
+	}
+	return victim, v
+}
+
+// isProven reports whether addr, whose open connections are p (nil for
+// none), is proven; l.mu is held.
+func (l *connLimiter) isProven(addr netip.Addr, p *peerConns) bool {
+	if p != nil && p.proved > 0 {
+		return true
+	}
+	_, ok := l.proven[addr]
+	return ok
+}
+
+// prove marks c as having proved its address; l.mu is held.
+func (l *connLimiter) prove(c *trackedConn) {
+	if c.counted && !c.proved {
+		c.proved = true
+		c.peer.proved++
+	}
+}
+
+// remember keeps addr, whose last proved connection has closed, proven;
+// l.mu is held. l.proven holds at most max entries, as many as the
+// addresses that can hold a connection at once: when it is full, the
+// address whose last proved connection closed longest ago goes. (No
+// proof lapses with time, so that a kube-apiserver quiet for hours is
+// still proven; one that can prove itself by an admission's body, any
+// peer without client authentication, could renew it anyway.)
+func (l *connLimiter) remember(addr netip.Addr) {
+	if _, ok := l.proven[addr]; !ok && len(l.proven) >= l.max {
+		var oldest netip.Addr
+		var first time.Time
+		for a, at := range l.proven {
+			if first.IsZero() || at.Before(first) {
+				oldest, first = a, at
+			}
+		}
+		delete(l.proven, oldest)
+	}
+	l.proven[addr] = l.now()
 }
 
 // add counts a new connection; l.mu is held.
@@ -183,6 +342,11 @@ func (l *connLimiter) forget(c *trackedConn) {
 	c.counted = false
 	l.remove(c)
 	l.count--
+	if c.proved {
+		if c.peer.proved--; c.peer.proved == 0 {
+			l.remember(c.peer.addr)
+		}
+	}
 	if c.peer.count--; c.peer.count == 0 {
 		delete(l.peers, c.peer.addr)
 	}
@@ -234,22 +398,37 @@ func (l *connLimiter) setDueLocked(c *trackedConn, due time.Time) {
 }
 
 // handshaken marks c's handshake done: its first request's headers are
-// due next.
+// due next. With client authentication, the handshake proves c's
+// address.
 func (l *connLimiter) handshaken(c *trackedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c.shaken = true
+	if l.authenticated {
+		l.prove(c)
+	}
 	l.setDueLocked(c, l.now().Add(l.header))
 }
 
-// deciding marks an admission being decided on c: c is not cut until
-// the server is done with it (connState then makes it idle).
+// handshakeFailed records that c's handshake failed, unless c was cut.
+func (l *connLimiter) handshakeFailed(c *trackedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.counted {
+		c.peer.failed = l.now()
+	}
+}
+
+// deciding marks an admission being decided on c, whose body is in: c
+// is not cut until the server is done with it (connState then makes it
+// idle), and it proves its address.
 func (l *connLimiter) deciding(c *trackedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.counted {
 		c.busy++
 		l.remove(c)
+		l.prove(c)
 	}
 }
 

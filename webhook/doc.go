@@ -35,7 +35,12 @@
 // between requests is nearest its end. A peer stalling at any stage is due
 // within seconds; the kube-apiserver, which sends its requests at once and
 // keeps its connections alive between them, is not; a connection deciding
-// an admission is never cut.
+// an admission is never cut. An address that has not proven itself (sent
+// an admission, or with ClientCAFile completed a handshake, since the
+// server started) and already holds connections gets no such
+// displacement: at a cap, or while its handshakes fail, its new
+// connection is reset before any TLS, so that a flood's reconnections do
+// not each cost a handshake.
 //
 // With ClientCAFile set, only callers presenting a client certificate
 // signed by a CA in that file complete the TLS handshake; the

@@ -20,12 +20,13 @@ type tlsListener struct {
 	raw    net.Listener
 	l      *connLimiter
 	config *tls.Config
-	// logger reports failed handshakes and connections closed at the cap,
-	// at most one of each a second: a flood makes thousands.
+	// logger reports failed handshakes, connections closed at a cap and
+	// new ones reset there, at most one of each a second: a flood makes
+	// thousands.
 	logger *zap.Logger
-	// shedMessage says a connection was closed at a cap, naming the caps'
-	// settings.
-	shedMessage string
+	// shedMessage says a connection was closed at a cap for a new one,
+	// refuseMessage that a new one was refused, naming the caps' settings.
+	shedMessage, refuseMessage string
 
 	ready     chan net.Conn // handshaken connections for Accept
 	failed    chan error    // the raw listener's last error
@@ -33,16 +34,17 @@ type tlsListener struct {
 	closeOnce sync.Once
 }
 
-func newTLSListener(raw net.Listener, l *connLimiter, config *tls.Config, logger *zap.Logger, shedMessage string) *tlsListener {
+func newTLSListener(raw net.Listener, l *connLimiter, config *tls.Config, logger *zap.Logger, shedMessage, refuseMessage string) *tlsListener {
 	ln := &tlsListener{
-		raw:         raw,
-		l:           l,
-		config:      config,
-		logger:      logger,
-		shedMessage: shedMessage,
-		ready:       make(chan net.Conn),
-		failed:      make(chan error, 1),
-		done:        make(chan struct{}),
+		raw:           raw,
+		l:             l,
+		config:        config,
+		logger:        logger,
+		shedMessage:   shedMessage,
+		refuseMessage: refuseMessage,
+		ready:         make(chan net.Conn),
+		failed:        make(chan error, 1),
+		done:          make(chan struct{}),
 	}
 	go ln.acceptLoop()
 	return ln
@@ -96,8 +98,11 @@ func (ln *tlsListener) acceptLoop() {
 			return
 		}
 		backoff = 0
-		shed := ln.l.shed.Load()
+		shed, refused := ln.l.shed.Load(), ln.l.refused.Load()
 		c := ln.l.admit(raw, ln.done)
+		if ln.l.refused.Load() != refused {
+			ln.logger.Warn(ln.refuseMessage, zap.Stringer("remote", raw.RemoteAddr()), zap.Int64("refusedSoFar", ln.l.refused.Load()))
+		}
 		if c == nil {
 			continue
 		}
@@ -118,6 +123,7 @@ func (ln *tlsListener) handshake(c *trackedConn) {
 	tc := tls.Server(c, ln.config)
 	if err := tc.Handshake(); err != nil {
 		ln.logger.Warn("TLS handshake failed", zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+		ln.l.handshakeFailed(c)
 		c.Close()
 		return
 	}

@@ -115,20 +115,28 @@ type Options struct {
 	// within twice ReadTimeout of the request's headers.
 	ReadTimeout time.Duration
 	// MaxConnections caps the connections held open at once (default
-	// DefaultMaxConnections). A new connection is always accepted: at the
-	// cap the connection due soonest is closed for it, the one with the
+	// DefaultMaxConnections). A new connection is always accepted at
+	// once. At the cap, one from a proven address (one that has sent an
+	// admission, or with ClientCAFile set completed a handshake, since
+	// the server started) or from an address holding fewer than 8
+	// connections closes the connection due soonest, the one with the
 	// least time left before its handshake, headers, body pace or idle
 	// time would end it anyway (see HandshakeTimeout, ReadHeaderTimeout,
-	// MinBodyRate). Connections deciding an admission are never closed;
-	// with ClientCAFile set, no authenticated connection is closed while
-	// one is still in its handshake. Only when every connection is
-	// deciding does a new one wait.
+	// MinBodyRate); one from another address is reset before any TLS,
+	// which spares the handshakes that cut peers' reconnections would
+	// cost (and so is it below the cap while that address's handshakes
+	// fail). Connections deciding an admission are never closed; with
+	// ClientCAFile set, no authenticated connection is closed while one
+	// is still in its handshake. Only when every connection is deciding
+	// does a new one wait.
 	MaxConnections int
 	// MaxConnectionsPerPeer caps the connections held open from one IP
 	// address (default DefaultMaxConnectionsPerPeer; at most
-	// MaxConnections). At it, a new connection from that address closes
-	// that address's connection due soonest, so a peer flooding the port
-	// cuts its own; if all of them are deciding, the new one waits.
+	// MaxConnections). At it, a new connection from a proven address
+	// closes that address's connection due soonest, so a peer flooding
+	// the port from the kube-apiserver's address cuts its own (if all of
+	// them are deciding, the new one waits); one from an unproven address
+	// is reset before any TLS.
 	MaxConnectionsPerPeer int
 	// HandshakeTimeout bounds a connection's TLS handshake from its
 	// accept (default DefaultHandshakeTimeout).

@@ -262,8 +262,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sampled := s.logger.Named("tls").WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, 1, 0)
 	}))
-	ln = newTLSListener(ln, limiter, tlsConfig, sampled, fmt.Sprintf("at a connection cap (%s, %s): closed the connection due soonest for a new one",
-		s.opts.SettingName("MaxConnections"), s.opts.SettingName("MaxConnectionsPerPeer")))
+	caps := fmt.Sprintf("(%s, %s)", s.opts.SettingName("MaxConnections"), s.opts.SettingName("MaxConnectionsPerPeer"))
+	ln = newTLSListener(ln, limiter, tlsConfig, sampled,
+		"at a connection cap "+caps+": closed the connection due soonest for a new one",
+		fmt.Sprintf("connection caps %s: reset a new connection before TLS from an address that has not proven itself (sent no admission, or with client authentication completed no handshake) and holds connections (at its cap, or %d or more at the global cap or while its handshakes fail)", caps, unprovenGrace))
 	srv := &http.Server{
 		Handler:           s,
 		TLSConfig:         tlsConfig,

@@ -133,18 +133,52 @@ func TestConnectionsDecidingAreNotCut(t *testing.T) {
 	}
 }
 
-// TestPeerCapCutsThePeersOwnConnections floods the port from one
-// address: only that address's connections are cut, and another
-// address's silent connection, due sooner, stays.
-func TestPeerCapCutsThePeersOwnConnections(t *testing.T) {
+// TestPeerCapRefusesUnprovenAndCutsProven floods the port from one
+// address that has sent no admission: at its cap its new connections are
+// reset before any TLS and the ones it holds are left to their
+// deadlines. An address that has sent an admission floods next: at its
+// cap it cuts its own connections, never the kept-alive one that
+// answered, and another address's silent connection, due sooner, stays
+// throughout.
+func TestPeerCapRefusesUnprovenAndCutsProven(t *testing.T) {
 	s, addr, pki := slowPeerServer(t, Options{MaxConnections: 100, MaxConnectionsPerPeer: 3})
 	other := dialFrom(t, "127.0.0.1", addr, pki)
+	var held []*tls.Conn
+	refused := 0
+	for range 10 {
+		d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+		c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{RootCAs: pki.pool()})
+		if err != nil {
+			refused++
+			continue
+		}
+		t.Cleanup(func() { c.Close() })
+		held = append(held, c)
+	}
+	if refused != 7 {
+		t.Errorf("%d of an unproven address's 10 connections refused, want 7 (cap 3)", refused)
+	}
+	for i, c := range held {
+		if closedWithin(c, 50*time.Millisecond) == nil {
+			t.Errorf("held connection %d of the unproven address was cut", i)
+		}
+	}
+	limiter := s.conns.Load()
+	if n, r := limiter.shed.Load(), limiter.refused.Load(); n != 0 || r != 7 {
+		t.Errorf("shed %d, refused %d; want 0 and 7", n, r)
+	}
+
+	review := reviewJSON(t, admissionV1, "uid", []byte(`{}`), false)
+	prover := dialFrom(t, "127.0.0.3", addr, pki)
+	fmt.Fprintf(prover, "POST /allow HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(review), review)
+	prover.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := readLine(prover); line != "HTTP/1.1 200 OK" {
+		t.Fatalf("admission from 127.0.0.3: %q, %v", line, err)
+	}
+	resp := bufio.NewReader(prover)
 	var flood []*tls.Conn
 	for range 10 {
-		flood = append(flood, dialFrom(t, "127.0.0.2", addr, pki))
-	}
-	if err := closedWithin(other, 200*time.Millisecond); err == nil {
-		t.Error("the other address's connection was cut by the flood")
+		flood = append(flood, dialFrom(t, "127.0.0.3", addr, pki))
 	}
 	closed := 0
 	for _, c := range flood {
@@ -152,11 +186,15 @@ func TestPeerCapCutsThePeersOwnConnections(t *testing.T) {
 			closed++
 		}
 	}
-	if closed != 7 {
-		t.Errorf("%d of the flood's 10 connections cut, want 7 (cap 3)", closed)
+	if closed != 8 {
+		t.Errorf("%d of a proven address's 10 new connections cut, want 8 (cap 3, one kept alive)", closed)
 	}
-	if n := s.conns.Load().shed.Load(); n != 7 {
-		t.Errorf("shed %d, want 7", n)
+	prover.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := resp.ReadByte(); err == io.EOF {
+		t.Error("the proven address's kept-alive connection was cut")
+	}
+	if err := closedWithin(other, 50*time.Millisecond); err == nil {
+		t.Error("the other address's connection was cut by the floods")
 	}
 }
 
@@ -234,4 +272,44 @@ func TestStallDeadlines(t *testing.T) {
 	if got := send(50*time.Millisecond, 100); !strings.HasPrefix(got, "200") {
 		t.Errorf("a body at twice MinBodyRate was answered %q, want 200", got)
 	}
+}
+
+// TestFailingHandshakesGetResetBelowTheCap checks that, far below the
+// caps, an unproven address holding unprovenGrace connections whose
+// handshake just failed has its next connection reset before any TLS,
+// while another address still gets in.
+func TestFailingHandshakesGetResetBelowTheCap(t *testing.T) {
+	s, addr, pki := slowPeerServer(t, Options{MaxConnections: 100})
+	for range unprovenGrace {
+		dialFrom(t, "127.0.0.2", addr, pki)
+	}
+	// dialRaw connects from local without TLS; the error is the
+	// connection's reset when the server resets it at once.
+	dialRaw := func(local string) (net.Conn, error) {
+		d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		c, err := d.Dial("tcp", addr)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+		return c, err
+	}
+	// Not TLS: the handshake fails at once.
+	bad, err := dialRaw("127.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(bad, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if err := closedWithin(bad, 5*time.Second); err != nil {
+		t.Fatalf("a connection sending no TLS: %v", err)
+	}
+	limiter := s.conns.Load()
+	if c, err := dialRaw("127.0.0.2"); err == nil {
+		if err := closedWithin(c, time.Second); err != nil {
+			t.Errorf("a new connection from the failing address: %v, want reset", err)
+		}
+	}
+	if n := limiter.refused.Load(); n != 1 {
+		t.Errorf("refused %d, want 1", n)
+	}
+	dialFrom(t, "127.0.0.3", addr, pki)
 }
