@@ -217,7 +217,9 @@ func (p *process) startServers(s *state, f *failures) (*servers, *probes, error)
 	}
 	if metricsLn != nil {
 		p.logger.Info("serving metrics", zap.String("address", metricsLn.Addr().String()), zap.String("path", MetricsPath))
-		srv.serve(func(ctx context.Context) error { return serveMetrics(ctx, metricsLn, s.registry, p.logger.Named("metrics")) })
+		srv.serve(func(ctx context.Context) error {
+			return serveMetrics(ctx, metricsLn, s.registry, p.logger.Named("metrics"))
+		})
 	}
 	return srv, probeHandler, nil
 }
