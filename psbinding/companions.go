@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/bindkit/bindkit/duck"
 )
@@ -38,12 +37,8 @@ func (r *BaseReconciler) companionApps(ctx context.Context, b Bindable, s *subje
 	if r.Companions == nil || !w.bind || w.paced != nil || w.undo != nil || r.paced(b) {
 		return nil
 	}
-	gv, err := schema.ParseGroupVersion(s.ref.APIVersion)
-	if err != nil {
-		return nil
-	}
 	var apps []application
-	for _, c := range r.Companions(gv.Group, s.ref.Kind, u.GetNamespace(), u.GetName(), u.GetLabels()) {
+	for _, c := range r.Companions(s.gvk.Group, s.gvk.Kind, u.GetNamespace(), u.GetName(), u.GetLabels()) {
 		if c.GetName() == b.GetName() || c.GetDeletionTimestamp() != nil || r.paced(c) {
 			continue
 		}
@@ -56,6 +51,7 @@ func (r *BaseReconciler) companionApps(ctx context.Context, b Bindable, s *subje
 		}
 		cctx := ctx
 		if r.WithContext != nil {
+			var err error
 			if cctx, err = callWithContext(ctx, r.WithContext, c); err != nil {
 				continue
 			}

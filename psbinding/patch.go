@@ -329,15 +329,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return readError(name, s, err)
 		}
-		var companions []application
-		if lastRejected == "" {
-			companions = r.companionApps(mctx, b, s, w, u, before)
-		}
-		pl, err := planPatch(mctx, b, by, s, w, u, before, companions)
-		if err != nil && len(companions) > 0 {
-			// A companion's failure is its own reconcile's to report.
-			pl, err = planPatch(mctx, b, by, s, w, u, before, nil)
-		}
+		pl, err := r.planWithCompanions(mctx, b, by, s, w, u, before, lastRejected == "")
 		if _, ok := errors.AsType[*PanicError](err); ok {
 			return nameSubject(err, subjectName)
 		}
@@ -380,6 +372,22 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		wait = min(2*wait, maxPatchWait)
 	}
+}
+
+// planWithCompanions is planPatch with the subject's companions
+// (companionApps) when withCompanions (not after a refused patch), or
+// without them when planning with them fails: a companion's failure is
+// its own reconcile's to report.
+func (r *BaseReconciler) planWithCompanions(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w work, u *unstructured.Unstructured, before *duck.WithPod, withCompanions bool) (plannedPatch, error) {
+	var companions []application
+	if withCompanions {
+		companions = r.companionApps(mctx, b, s, w, u, before)
+	}
+	pl, err := planPatch(mctx, b, by, s, w, u, before, companions)
+	if err != nil && len(companions) > 0 {
+		return planPatch(mctx, b, by, s, w, u, before, nil)
+	}
+	return pl, err
 }
 
 // plannedPatch is what one work does to one subject as read: its pod
