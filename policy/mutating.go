@@ -114,10 +114,12 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 // admitted object's namespace (namespace isolation by construction).
 //
 // For each such Binding the kube-apiserver first evaluates the policy's
-// match conditions, which read the Binding as params; only a Binding that
-// passes them all costs a mutation (a merge of an apply configuration),
-// so an object no Binding names pays a few small expressions per Binding
-// of its namespace. A Binding passes when:
+// match condition (AppliesCondition), which reads the Binding as params;
+// only a Binding that passes it costs a mutation (a merge of an apply
+// configuration). An object no Binding names still pays, per Binding of
+// its namespace, the kube-apiserver's conversion of that Binding to a CEL
+// value (a JSON round trip of the whole object, about 0.1 ms on 2 cores;
+// bench/RESULTS.md, 2026-11-27). A Binding passes when:
 //
 //   - it has published a declared Spec and the generation it was computed
 //     from (DeclaredPath, DeclaredGenerationPath): a Binding that has not
@@ -248,27 +250,18 @@ func annotationList(key string) string {
 }
 
 // matchConditions are the tests a Binding (params) passes before it costs
-// a mutation; see MutatingPolicy. Each is total: has() guards every field
-// it reads, and a later condition relies on an earlier one only where a
-// false earlier one skips the Binding (the kube-apiserver ignores errors
-// of other conditions when one is false).
+// a mutation (see MutatingPolicy), as one condition, AppliesCondition: the
+// kube-apiserver evaluates every condition of a policy for every Binding
+// of the namespace (it stops at the first false result only after all are
+// evaluated), while one conjunction stops at its first false term, so a
+// Binding that does not name the object costs a few field reads. The terms
+// are ordered from the one most Bindings fail (naming the object) to the
+// costliest (the rollout's, which splits annotations). Each term is total
+// (has() guards what it reads), and a term relies on an earlier one only
+// where the earlier one being false skips the Binding: CEL's && is false
+// when either side is, even if the other is an error.
 func (opts MutatingPolicyOptions) matchConditions(p celPaths) []admissionregistrationv1.MatchCondition {
 	s := p.subject
-	out := []admissionregistrationv1.MatchCondition{{
-		Name: "not-excluded",
-		Expression: "!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
-			"object.metadata.labels['" + ExcludeLabel + "'] != 'true'",
-	}}
-	if opts.SkipPatchesBy != "" {
-		out = append(out, admissionregistrationv1.MatchCondition{
-			Name: OwnPatchesCondition,
-			// As the webhook's: an UPDATE's options carry its
-			// fieldManager, left out when empty, hence has().
-			Expression: fmt.Sprintf("!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == %s)", strconv.Quote(opts.SkipPatchesBy)),
-		})
-	}
-	published := "has(params.status) && has(" + p.declared + ") && has(" + p.declaredGeneration + ") && " +
-		"type(" + p.declaredGeneration + ") == int && " + p.declaredGeneration + " > 0 && type(" + p.declared + ") == map"
 	names := "!has(params.metadata.deletionTimestamp) && has(" + s + ") && has(" + s + ".apiVersion) && has(" + s + ".kind) && " +
 		s + ".apiVersion == object.apiVersion && " + s + ".kind == object.kind && " +
 		// Namespace isolation: a subject naming another namespace binds nothing.
@@ -276,15 +269,25 @@ func (opts MutatingPolicyOptions) matchConditions(p celPaths) []admissionregistr
 		"(has(" + s + ".name) && " + s + ".name != '' ? " + s + ".name == object.metadata.name : " +
 		"has(" + s + ".selector) && (!has(" + s + ".selector.matchExpressions) || size(" + s + ".selector.matchExpressions) == 0) && " +
 		"(!has(" + s + ".selector.matchLabels) || " + s + ".selector.matchLabels.all(k, has(object.metadata.labels) && k in object.metadata.labels && object.metadata.labels[k] == " + s + ".selector.matchLabels[k])))"
+	published := "has(params.status) && has(" + p.declared + ") && has(" + p.declaredGeneration + ") && " +
+		"type(" + p.declaredGeneration + ") == int && " + p.declaredGeneration + " > 0 && type(" + p.declared + ") == map"
+	notExcluded := "(!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
+		"object.metadata.labels['" + ExcludeLabel + "'] != 'true')"
+	terms := []string{names, published, notExcluded}
+	if opts.SkipPatchesBy != "" {
+		// As the webhook's OwnPatchesCondition: an UPDATE's options carry
+		// its fieldManager, left out when empty, hence has().
+		terms = append(terms, fmt.Sprintf("!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == %s)", strconv.Quote(opts.SkipPatchesBy)))
+	}
 	held := "!" + annotationList(HeldAnnotation) + ".exists(e, e == " + p.entry + " || e == " + p.legacyKey + " + string(" + p.declaredGeneration + "))"
-	out = append(out,
-		admissionregistrationv1.MatchCondition{Name: "binding-published", Expression: published},
-		admissionregistrationv1.MatchCondition{Name: "binding-names-object", Expression: names},
-		admissionregistrationv1.MatchCondition{Name: "not-held", Expression: "!has(" + p.declaredGeneration + ") || " + held},
-		admissionregistrationv1.MatchCondition{Name: "rollout-reaches-object", Expression: opts.rolloutReaches(p)},
-	)
-	return out
+	terms = append(terms, held, opts.rolloutReaches(p))
+	return []admissionregistrationv1.MatchCondition{{Name: AppliesCondition, Expression: "(" + strings.Join(terms, ") && (") + ")"}}
 }
+
+// AppliesCondition names the policy's one match condition: the Binding
+// (params) names the admitted object and applies to it now; see
+// MutatingPolicy.
+const AppliesCondition = "binding-applies"
 
 // rolloutReaches is the condition under which a Binding's rollout policy
 // lets admission apply its published generation to the object: no policy;
@@ -374,10 +377,6 @@ const (
 	RolloutUndoAnnotation        = "rollout.bindings.bindkit.dev/undo"
 	HeldAnnotation               = "bindings.bindkit.dev/held"
 )
-
-// OwnPatchesCondition names the match condition that spares the
-// reconciler's own patches (psbinding.OwnPatchesCondition, repeated).
-const OwnPatchesCondition = "bindings.bindkit.dev/not-own-patch"
 
 // namespaceSelector is where the webhook would be called: not in the
 // excluded namespaces, and not in a namespace opted out (or, under
