@@ -108,16 +108,15 @@ func BenchmarkDeploymentCreateLatency(b *testing.B) {
 	bound("bench-webhook", func(d *appsv1.Deployment) bool { return len(d.Spec.Template.Spec.Volumes) > 0 })
 
 	// The policy: one EnvBinding by selector, its Spec published.
-	m, mb, err := policy.MutatingPolicy(policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding"})
+	opts := policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding"}
+	m, err := policy.MutatingPolicy(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, m, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, mb, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	bindPolicy(b, kube, opts, policy.BindingRef{Namespace: "bench-policy", Name: "env", Selector: &metav1.LabelSelector{MatchLabels: labels}})
 	declared, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&declaredSpec)
 	if err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,19 +108,23 @@ type MutatingPolicyOptions struct {
 // its binding: "bind." followed by its group resource.
 func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.String() }
 
-// MutatingPolicy returns the MutatingAdmissionPolicy and its binding that
-// apply a declarative Binding kind at admission, in the kube-apiserver:
-// one of each per kind, whatever the number of Bindings. The binding's
-// paramRef has no namespace and selects every Binding of the kind in the
-// admitted object's namespace (namespace isolation by construction).
+// MutatingPolicy returns the MutatingAdmissionPolicy that applies a
+// declarative Binding kind at admission, in the kube-apiserver: one per
+// kind, whatever the number of Bindings, bound once per Binding by
+// MutatingPolicyBinding, which gives the Binding as params.
 //
-// For each such Binding the kube-apiserver first evaluates the policy's
-// match condition (AppliesCondition), which reads the Binding as params;
-// only a Binding that passes it costs a mutation (a merge of an apply
-// configuration). An object no Binding names still pays, per Binding of
-// its namespace, the kube-apiserver's conversion of that Binding to a CEL
-// value (a JSON round trip of the whole object, about 0.1 ms on 2 cores;
-// bench/RESULTS.md, 2026-11-27). A Binding passes when:
+// The kube-apiserver tests a binding's match resources first: only a
+// Binding of the admitted object's namespace whose subject selector
+// matches the object's labels (or that names its subject by name) is
+// evaluated at all. For those it evaluates the policy's match condition
+// (AppliesCondition), which reads the Binding as params, converting the
+// whole Binding to a CEL value (a JSON round trip, about 0.1 ms on 2
+// cores; bench/RESULTS.md, 2026-11-27); only a Binding that passes it
+// costs a mutation (a merge of an apply configuration). So an object no
+// Binding names pays a label-selector test per Binding of the kind (in
+// any namespace: the kube-apiserver tests every binding of a policy), and
+// a Binding naming its subject by name one evaluation per create of its
+// kind in its namespace. A Binding passes the condition when:
 //
 //   - it has published a declared Spec and the generation it was computed
 //     from (DeclaredPath, DeclaredGenerationPath): a Binding that has not
@@ -161,31 +166,24 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 // merge), a Binding being deleted (the webhook undoes it on a subject's
 // update; here its finalizer's reconcile does), and undoing a Binding the
 // subject records but no longer matches.
-func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding, error) {
+func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.MutatingAdmissionPolicy, error) {
 	gvr := opts.Resource
-	if gvr.Group == "" || gvr.Version == "" || gvr.Resource == "" || opts.Kind == "" {
-		return nil, nil, fmt.Errorf("policy: MutatingPolicyOptions.Resource %q and Kind %q: group, version, resource and kind are all required", gvr.String(), opts.Kind)
-	}
-	name := opts.Name
-	if name == "" {
-		name = MutatingPolicyName(gvr.GroupResource())
-	}
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return nil, nil, fmt.Errorf("policy: MutatingPolicyOptions.Name %q: %s", name, strings.Join(msgs, "; "))
+	name, err := opts.name()
+	if err != nil {
+		return nil, err
 	}
 	p, err := opts.paths()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	mutation, rules, err := opts.mutation(p)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// The defaults the kube-apiserver fills in, so that the stored specs
 	// equal the built ones and the Reconciler settles.
 	equivalent := admissionregistrationv1.Equivalent
 	fail, ifNeeded := admissionregistrationv1.Fail, admissionregistrationv1.IfNeededReinvocationPolicy
-	allow := admissionregistrationv1.AllowAction
 	labels := map[string]string{ManagedByLabel: "bindkit"}
 	m := &admissionregistrationv1.MutatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
@@ -200,15 +198,24 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 			ReinvocationPolicy: ifNeeded,
 		},
 	}
-	b := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
-			PolicyName:     name,
-			ParamRef:       &admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{}, ParameterNotFoundAction: &allow},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: namespaceSelector(opts), ObjectSelector: &metav1.LabelSelector{}, MatchPolicy: &equivalent},
-		},
+	return m, nil
+}
+
+// name is the policy's name, checked, after checking the options every
+// object of the policy needs.
+func (opts MutatingPolicyOptions) name() (string, error) {
+	gvr := opts.Resource
+	if gvr.Group == "" || gvr.Version == "" || gvr.Resource == "" || opts.Kind == "" {
+		return "", fmt.Errorf("policy: MutatingPolicyOptions.Resource %q and Kind %q: group, version, resource and kind are all required", gvr.String(), opts.Kind)
 	}
-	return m, b, nil
+	name := opts.Name
+	if name == "" {
+		name = MutatingPolicyName(gvr.GroupResource())
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", fmt.Errorf("policy: MutatingPolicyOptions.Name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	return name, nil
 }
 
 // celPaths are the CEL expressions of what the policy reads of a Binding:
@@ -436,18 +443,20 @@ func celPath(field, path, def string) (string, error) {
 	return path, nil
 }
 
-// MutatingPolicyObjects returns a kind's mutating policy and its binding as
-// Objects for a Reconciler, the same machinery that keeps the namespace
-// guard programmed, reading through listers limited to the policy's name.
+// MutatingPolicyObjects returns a kind's mutating policy and the set of
+// its bindings, one per Binding refs lists (BindingSet), as Objects for a
+// Reconciler, the same machinery that keeps the namespace guard
+// programmed: the policy read through a lister limited to its name, the
+// bindings through one of every MutatingAdmissionPolicyBinding. written,
+// if set, is told each Binding whose binding was created or restored.
 // Call it only when MutatingPoliciesServed says so; otherwise the kind is
 // admitted by the webhook.
-func MutatingPolicyObjects(opts MutatingPolicyOptions, kube kubernetes.Interface, policies admissionlisters.MutatingAdmissionPolicyLister, bindings admissionlisters.MutatingAdmissionPolicyBindingLister, fieldManager string) ([]Object, error) {
-	m, b, err := MutatingPolicy(opts)
+func MutatingPolicyObjects(opts MutatingPolicyOptions, kube kubernetes.Interface, policies admissionlisters.MutatingAdmissionPolicyLister, bindings admissionlisters.MutatingAdmissionPolicyBindingLister, fieldManager string, refs func() ([]BindingRef, error), written func(BindingRef), logger *zap.Logger) ([]Object, error) {
+	m, err := MutatingPolicy(opts)
 	if err != nil {
 		return nil, err
 	}
 	type mapT = admissionregistrationv1.MutatingAdmissionPolicy
-	type mapbT = admissionregistrationv1.MutatingAdmissionPolicyBinding
 	return []Object{
 		&Typed[mapT, *mapT]{
 			Desired: m, Get: policies.Get, Client: kube.AdmissionregistrationV1().MutatingAdmissionPolicies(),
@@ -455,52 +464,27 @@ func MutatingPolicyObjects(opts MutatingPolicyOptions, kube kubernetes.Interface
 			SetSpec: func(dst, src *mapT) { dst.Spec = src.Spec },
 			Kind:    "MutatingAdmissionPolicy", FieldManager: fieldManager,
 		},
-		&keyed[mapbT, *mapbT]{Typed[mapbT, *mapbT]{
-			Desired: b, Get: bindings.Get, Client: kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings(),
-			Spec:    func(o *mapbT) any { return &o.Spec },
-			SetSpec: func(dst, src *mapbT) { dst.Spec = src.Spec },
-			Kind:    "MutatingAdmissionPolicyBinding", FieldManager: fieldManager,
-		}},
+		&BindingSet{
+			Options: opts, Refs: refs, Lister: bindings, Client: kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings(),
+			FieldManager: fieldManager, Logger: logger, Written: written,
+		},
 	}, nil
 }
 
-// keyed is a policy's binding under a key of its own (BindingKeyPrefix and
-// its name): a policy and its binding share a name, and a Reconciler's keys
-// are names.
-type keyed[T any, PT interface {
-	*T
-	metav1.Object
-}] struct {
-	Typed[T, PT]
-}
-
-// Name implements Object.
-func (k *keyed[T, PT]) Name() string { return BindingKeyPrefix + k.Desired.GetName() }
-
-// RemoveMutatingPolicy deletes the MutatingAdmissionPolicyBinding and then
-// the MutatingAdmissionPolicy named name, when they exist: what a process
-// admitting a kind by webhook does, once its webhook is programmed, with
-// what an earlier process admitting it by policy left. Until then both
-// admit a subject, which binds it once: the derived Do and the policy set
-// entries by name.
+// RemoveMutatingPolicy deletes the MutatingAdmissionPolicyBindings and
+// then the MutatingAdmissionPolicy named name, when they exist: what a
+// process admitting a kind by webhook does, once its webhook is
+// programmed, with what an earlier process admitting it by policy left.
+// Until then both admit a subject, which binds it once: the derived Do and
+// the policy set entries by name.
 func RemoveMutatingPolicy(ctx context.Context, kube kubernetes.Interface, name string) (removed bool, err error) {
 	api := kube.AdmissionregistrationV1()
-	var errs []error
-	for _, del := range []struct {
-		kind string
-		f    func() error
-	}{
-		{"MutatingAdmissionPolicyBinding", func() error {
-			return api.MutatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
-		}},
-		{"MutatingAdmissionPolicy", func() error { return api.MutatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}) }},
-	} {
-		switch err := del.f(); {
-		case err == nil:
-			removed = true
-		case !apierrors.IsNotFound(err):
-			errs = append(errs, fmt.Errorf("%s %s: delete: %w", del.kind, name, err))
-		}
+	removed, bindingsErr := removeBindings(ctx, api.MutatingAdmissionPolicyBindings(), name)
+	switch err := api.MutatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}); {
+	case err == nil:
+		removed = true
+	case !apierrors.IsNotFound(err):
+		return removed, errors.Join(bindingsErr, fmt.Errorf("MutatingAdmissionPolicy %s: delete: %w", name, err))
 	}
-	return removed, errors.Join(errs...)
+	return removed, bindingsErr
 }

@@ -96,15 +96,13 @@ func TestMutatingPolicyMatchesDerivedDoOnEveryShapeWithRealAPIServer(t *testing.
 			t.Fatal(err)
 		}
 	}
-	m, mb, err := policy.MutatingPolicy(policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding"})
+	opts := policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding"}
+	m, err := policy.MutatingPolicy(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, m, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create MutatingAdmissionPolicy: %v", err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, mb, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create MutatingAdmissionPolicyBinding: %v", err)
 	}
 	declared, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&declaredSpec)
 	if err != nil {
@@ -115,8 +113,11 @@ func TestMutatingPolicyMatchesDerivedDoOnEveryShapeWithRealAPIServer(t *testing.
 		u, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(s.obj)
 		apiVersion, kind := u["apiVersion"].(string), u["kind"].(string)
 		createBinding(t, dyn, "decl-a", "by-name-"+bindingName(shapeName), map[string]any{"apiVersion": apiVersion, "kind": kind, "name": "web"}, declared)
+		bindPolicy(t, kube, opts, policy.BindingRef{Namespace: "decl-a", Name: "by-name-" + bindingName(shapeName)})
 		createBinding(t, dyn, "decl-sel", "by-selector-"+bindingName(shapeName), map[string]any{"apiVersion": apiVersion, "kind": kind,
 			"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}, declared)
+		bindPolicy(t, kube, opts, policy.BindingRef{Namespace: "decl-sel", Name: "by-selector-" + bindingName(shapeName),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}})
 	}
 
 	dryCreate := func(ns string, obj runtime.Object, extraLabels map[string]string) (*unstructured.Unstructured, error) {
@@ -241,6 +242,19 @@ func bindingName(shape string) string {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// bindPolicy creates the policy's binding for the Binding ref names, as
+// the process's BindingSet does.
+func bindPolicy(t testing.TB, kube kubernetes.Interface, opts policy.MutatingPolicyOptions, ref policy.BindingRef) {
+	t.Helper()
+	b, err := policy.MutatingPolicyBinding(opts, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(t.Context(), b, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create MutatingAdmissionPolicyBinding %s: %v", b.Name, err)
+	}
+}
+
 // TestMutatingPolicyCarriesServerDefaults creates the policy and its
 // binding as MutatingPolicy builds them, with every option that shapes
 // them, and checks that the kube-apiserver stores the same specs: a
@@ -254,7 +268,13 @@ func TestMutatingPolicyCarriesServerDefaults(t *testing.T) {
 		{Resource: envBindings, Kind: "EnvBinding", Name: "defaults-plain"},
 		{Resource: envBindings, Kind: "EnvBinding", Name: "defaults-scoped", ExcludedNamespaces: []string{"kube-system", "bindkit-system"}, Inclusion: true, SkipPatchesBy: "envbinding-controller"},
 	} {
-		m, b, err := policy.MutatingPolicy(opts)
+		m, err := policy.MutatingPolicy(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := policy.MutatingPolicyBinding(opts, policy.BindingRef{Namespace: "defaults", Name: "env", Selector: &metav1.LabelSelector{
+			MatchLabels:      map[string]string{"app": "web"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,13 +25,18 @@ func TestMutatingPolicyRefusesBadOptions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := policy.MutatingPolicy(tc.opts)
+			_, err := policy.MutatingPolicy(tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("MutatingPolicy: %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
-	m, b, err := policy.MutatingPolicy(policy.MutatingPolicyOptions{Resource: gvr, Kind: "EnvBinding"})
+	opts := policy.MutatingPolicyOptions{Resource: gvr, Kind: "EnvBinding"}
+	m, err := policy.MutatingPolicy(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := policy.MutatingPolicyBinding(opts, policy.BindingRef{Namespace: "ns", Name: "env"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +66,12 @@ func TestMutatingPolicyNamespaceSelector(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.Resource, tc.opts.Kind = gvr, "EnvBinding"
-			_, b, err := policy.MutatingPolicy(tc.opts)
+			b, err := policy.MutatingPolicyBinding(tc.opts, policy.BindingRef{Namespace: "ns", Name: "env"})
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Every binding is kept to its Binding's namespace besides.
+			tc.want.MatchExpressions = append(tc.want.MatchExpressions, metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{"ns"}})
 			if diff := cmp.Diff(tc.want, b.Spec.MatchResources.NamespaceSelector); diff != "" {
 				t.Errorf("namespaceSelector (-want +got):\n%s", diff)
 			}

@@ -20,9 +20,10 @@ import (
 // BenchmarkBindingShapes measures what n Bindings of a namespace cost a
 // Deployment create no Binding names, for two shapes of the policy's
 // bindings, side by side on one control plane: shape=one is what
-// MutatingPolicy returns (one binding whose paramRef selects every Binding
-// of the namespace: the kube-apiserver evaluates the policy once per
-// Binding); shape=per-binding is one binding per Binding, its paramRef
+// MutatingPolicy was bound with before 2026-11-27 (one binding whose
+// paramRef selects every Binding of the namespace: the kube-apiserver
+// evaluates the policy once per Binding); shape=per-binding is what
+// MutatingPolicyBinding returns, one binding per Binding, its paramRef
 // naming the Binding and its matchResources carrying the Binding's
 // namespace and selector, so the kube-apiserver drops a Binding that
 // cannot name the object by a label-selector test before any evaluation.
@@ -40,9 +41,24 @@ func BenchmarkBindingShapes(b *testing.B) {
 	sizes := []int{0, 50, 200}
 	for _, shape := range []string{"one", "per-binding"} {
 		name := "bench-shape-" + shape
-		m, mb, err := policy.MutatingPolicy(policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding", Name: name})
+		opts := policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding", Name: name}
+		m, err := policy.MutatingPolicy(opts)
 		if err != nil {
 			b.Fatal(err)
+		}
+		// What MutatingPolicy was bound with until 2026-11-27: one binding,
+		// its paramRef selecting every Binding of the admitted object's
+		// namespace.
+		allow, equivalent := admissionregistrationv1.AllowAction, admissionregistrationv1.Equivalent
+		mb := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
+				PolicyName: name,
+				ParamRef:   &admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{}, ParameterNotFoundAction: &allow},
+				MatchResources: &admissionregistrationv1.MatchResources{ObjectSelector: &metav1.LabelSelector{}, MatchPolicy: &equivalent,
+					NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+						Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{"shape-one-0", "shape-one-50", "shape-one-200"}}}}},
+			},
 		}
 		if _, err := api.MutatingAdmissionPolicies().Create(ctx, m, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
@@ -57,22 +73,12 @@ func BenchmarkBindingShapes(b *testing.B) {
 				sel := map[string]string{"app": fmt.Sprintf("sel-%d", i)}
 				createBinding(b, dyn, ns, bname, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
 					"selector": map[string]any{"matchLabels": map[string]any{"app": sel["app"]}}}, declared)
-				if shape != "per-binding" {
-					continue
-				}
-				pb := mb.DeepCopy()
-				pb.Name = fmt.Sprintf("%s.%s.%s", name, ns, bname)
-				pb.Spec.ParamRef = &admissionregistrationv1.ParamRef{Name: bname, Namespace: ns, ParameterNotFoundAction: mb.Spec.ParamRef.ParameterNotFoundAction}
-				pb.Spec.MatchResources.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}
-				pb.Spec.MatchResources.ObjectSelector = &metav1.LabelSelector{MatchLabels: sel}
-				if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, pb, metav1.CreateOptions{}); err != nil {
-					b.Fatal(err)
+				if shape == "per-binding" {
+					bindPolicy(b, kube, opts, policy.BindingRef{Namespace: ns, Name: bname, Selector: &metav1.LabelSelector{MatchLabels: sel}})
 				}
 			}
 		}
 		if shape == "one" {
-			mb.Spec.MatchResources.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{"shape-one-0", "shape-one-50", "shape-one-200"}}}}
 			if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, mb, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}

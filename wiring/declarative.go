@@ -3,12 +3,14 @@ package wiring
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"sync/atomic"
 
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -80,9 +82,9 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 		return nil
 	}
 	name := policy.MutatingPolicyName(b.GVR.GroupResource())
-	factory := injection.NamedKubeInformerFactory(ctx, name).Admissionregistration().V1()
-	policies := factory.MutatingAdmissionPolicies()
-	bindings := factory.MutatingAdmissionPolicyBindings()
+	policies := injection.NamedKubeInformerFactory(ctx, name).Admissionregistration().V1().MutatingAdmissionPolicies()
+	// The policy's bindings are named after their Bindings: read them all.
+	bindings := injection.KubeInformerFactory(ctx).Admissionregistration().V1().MutatingAdmissionPolicyBindings()
 	fieldManager := cmp.Or(opts.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
 	popts := policy.MutatingPolicyOptions{
 		Resource:           b.GVR,
@@ -94,25 +96,25 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
 		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
 	}
-	objects, err := policy.MutatingPolicyObjects(popts, kube, policies.Lister(), bindings.Lister(), b.ControllerName)
+	h := newHandover(logger, name, policies.Lister(), popts)
+	var list psbinding.ListAll // set once the Bindings' informer exists, before anything reconciles
+	objects, err := policy.MutatingPolicyObjects(popts, kube, policies.Lister(), bindings.Lister(), b.ControllerName,
+		func() ([]policy.BindingRef, error) { return bindingRefs(list) }, h.written, logger)
 	if err != nil {
 		panic(err)
 	}
-	h := &handover{
-		logger:    logger,
-		probeKey:  probeKeyPrefix + name,
-		policy:    name,
-		policies:  policies.Lister(),
-		pbindings: bindings.Lister(),
-	}
-	h.objects, err = policy.NewReconciler(policy.Options{Objects: notifying(objects, h.changed), Logger: logger})
+	h.objects, err = policy.NewReconciler(policy.Options{Objects: []policy.Object{
+		notifyingObject{Object: objects[0], changed: h.policyChanged},
+		notifyingObject{Object: objects[1], changed: h.changed},
+	}, Logger: logger})
 	if err != nil {
 		panic(err)
 	}
+	setKey := objects[1].Name()
 	cfg.WebhookOff = h.inForce.Load
 	impl := newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
-		list := gla(ctx, handler)
-		gla(ctx, controller.HandleAll(func(any) { h.bindingChanged() }))
+		list = gla(ctx, handler)
+		gla(ctx, controller.HandleAll(func(any) { h.bindingChanged(setKey) }))
 		h.prober = b.prober(ctx, list, fieldManager+"-probe")
 		return list
 	}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
@@ -124,13 +126,54 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 		guard.watch(impl.EnqueueKey)
 	}
 	policies.Informer().AddEventHandler(controller.HandleAll(func(any) { impl.EnqueueKey(name); impl.EnqueueKey(h.probeKey) }))
-	bindings.Informer().AddEventHandler(controller.HandleAll(func(any) {
-		impl.EnqueueKey(policy.BindingKeyPrefix + name)
-		impl.EnqueueKey(h.probeKey)
-	}))
+	bindings.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool { return isPolicyBinding(obj, name) },
+		Handler: controller.HandleAll(func(any) {
+			impl.EnqueueKey(setKey)
+			impl.EnqueueKey(h.probeKey)
+		}),
+	})
 	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies the Bindings' declared specs; the kind's webhook admits until the policy is seen in force, then leaves the path",
 		zap.String("policy", name), zap.String("webhookConfiguration", b.WebhookConfigurationName))
 	return impl
+}
+
+// bindingRefs lists the Bindings the policy is bound with: all but those
+// being deleted, which the policy skips anyway.
+func bindingRefs(list psbinding.ListAll) ([]policy.BindingRef, error) {
+	if list == nil {
+		return nil, errors.New("the Bindings' informer is not set up yet")
+	}
+	all, err := list()
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]policy.BindingRef, 0, len(all))
+	for _, b := range all {
+		if b.GetDeletionTimestamp() == nil {
+			refs = append(refs, bindingRef(b))
+		}
+	}
+	return refs, nil
+}
+
+// bindingRef is what the policy's binding for b needs of it.
+func bindingRef(b psbinding.Bindable) policy.BindingRef {
+	ref := policy.BindingRef{Namespace: b.GetNamespace(), Name: b.GetName()}
+	if subject := b.GetSubject(); subject.Name == "" {
+		ref.Selector = subject.Selector
+	}
+	return ref
+}
+
+// isPolicyBinding reports whether obj is one of the bindings of the policy
+// named policyName (policy.PolicyLabel).
+func isPolicyBinding(obj any, policyName string) bool {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	return ok && (m.GetLabels()[policy.PolicyLabel] == policy.PolicyLabelValue(policyName) || m.GetName() == policyName)
 }
 
 // prober is the kind's probe of its admission path (see prober), listing

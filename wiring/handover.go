@@ -2,10 +2,13 @@ package wiring
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 
 	"github.com/bindkit/bindkit/controller"
@@ -24,30 +27,48 @@ const (
 )
 
 // handover is a declarative kind's admission by MutatingAdmissionPolicy:
-// it keeps the policy and its binding programmed (objects) and, until a
-// probe sees the policy in force, the kind's webhook in the path, so that
-// no subject is created while neither admits (the kube-apiserver loads a
-// policy some time after it is written). Both paths apply the same Spec
-// by name, so an object both admit is bound once. It reconciles three
-// kinds of key: the admission controller's (the webhook, programmed with
-// no rules once the policy is in force), the policy objects', and
-// probeKey. Only the leader probes and writes; a new leader probes again
-// (its webhook is in the path meanwhile).
+// it keeps the policy and its bindings (one per Binding) programmed
+// (objects) and, until probes see the policy in force, the kind's webhook
+// in the path, so that no subject is created while neither admits (the
+// kube-apiserver loads a policy or a binding some time after it is
+// written). Both paths apply the same Spec by name, so an object both
+// admit is bound once. It reconciles three kinds of key: the admission
+// controller's (the webhook, programmed with no rules once the policy is
+// in force), the policy objects', and probeKey. Only the leader probes and
+// writes; a new leader probes again (its webhook is in the path
+// meanwhile).
+//
+// In force means: every Binding whose binding was written since the
+// policy was last seen in force (every Binding, after the policy itself
+// was written or a new leader took over) is applied by the policy to a
+// probe, probesInForce times in a row with no write in between.
 type handover struct {
 	*psbinding.AdmissionReconciler
 	objects *policy.Reconciler
 	prober  *prober
 	logger  *zap.Logger
-	// probeKey is the probe's work-queue key; policy names the policy and
-	// its binding, read through policies and pbindings.
+	// probeKey is the probe's work-queue key; policy names the policy,
+	// read through policies; opts are its options.
 	probeKey, policy string
 	policies         admissionlisters.MutatingAdmissionPolicyLister
-	pbindings        admissionlisters.MutatingAdmissionPolicyBindingLister
+	opts             policy.MutatingPolicyOptions
 	enqueue          func(key string)
-	// inForce: probes saw the policy in force since it was last written;
-	// seen counts the probes in a row that saw it.
+	// inForce: probes saw the policy in force since it was last written.
 	inForce atomic.Bool
-	seen    atomic.Int32
+
+	mu sync.Mutex
+	// seen counts the probes in a row that saw it; epoch counts the
+	// writes, so that a probe begun before one does not count.
+	seen, epoch int
+	// all: probe with every Binding; else with those pending, whose
+	// binding was written since the policy was last seen in force.
+	all     bool
+	pending map[types.NamespacedName]bool
+}
+
+func newHandover(logger *zap.Logger, policyName string, policies admissionlisters.MutatingAdmissionPolicyLister, opts policy.MutatingPolicyOptions) *handover {
+	return &handover{logger: logger, probeKey: probeKeyPrefix + policyName, policy: policyName, policies: policies, opts: opts,
+		all: true, pending: map[types.NamespacedName]bool{}}
 }
 
 var (
@@ -75,29 +96,56 @@ func (h *handover) Promote(enqueue func(string)) {
 }
 
 // Demote implements controller.LeaderAware. What this replica saw stops
-// counting: whoever leads next probes again.
+// counting: whoever leads next probes again, with every Binding.
 func (h *handover) Demote() {
 	h.AdmissionReconciler.Demote()
 	h.objects.Demote()
 	h.inForce.Store(false)
-	h.seen.Store(0)
+	h.mu.Lock()
+	h.seen, h.all = 0, true
+	h.epoch++
+	h.mu.Unlock()
 }
 
-// changed is told that the policy or its binding was written (created or
-// restored): the kube-apiserver has yet to load it, so the webhook comes
-// back into the path until a probe sees it.
+// written is told that the binding of ref's Binding was created or
+// restored (before changed is).
+func (h *handover) written(ref policy.BindingRef) {
+	h.mu.Lock()
+	h.pending[types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}] = true
+	h.mu.Unlock()
+}
+
+// policyChanged is told that the policy was written: every Binding is
+// probed again.
+func (h *handover) policyChanged() {
+	h.mu.Lock()
+	h.all = true
+	h.mu.Unlock()
+	h.changed()
+}
+
+// changed is told that the policy or a binding was written: the
+// kube-apiserver has yet to load it, so the webhook comes back into the
+// path until probes see it.
 func (h *handover) changed() {
 	h.inForce.Store(false)
-	h.seen.Store(0)
+	h.mu.Lock()
+	h.seen = 0
+	h.epoch++
+	h.mu.Unlock()
 	h.enqueue(h.AdmissionReconciler.Key())
 	h.enqueue(h.probeKey)
 }
 
-// bindingChanged is told of every event of the kind's Bindings: while the
-// policy is not seen in force, a Binding that publishes its Spec may be
-// the first to probe with.
-func (h *handover) bindingChanged() {
-	if !h.inForce.Load() && h.enqueue != nil {
+// bindingChanged is told of every event of the kind's Bindings: the set
+// of bindings (setKey) follows them, and while the policy is not seen in
+// force, a Binding that publishes its Spec may be the first to probe with.
+func (h *handover) bindingChanged(setKey string) {
+	if h.enqueue == nil {
+		return
+	}
+	h.enqueue(setKey)
+	if !h.inForce.Load() {
 		h.enqueue(h.probeKey)
 	}
 }
@@ -111,38 +159,49 @@ func (h *handover) reconcileProbe(ctx context.Context) error {
 	if _, err := h.policies.Get(h.policy); err != nil {
 		return nil // its creation brings the key back
 	}
-	if _, err := h.pbindings.Get(h.policy); err != nil {
-		return nil
-	}
-	res, ok, err := h.prober.probe(ctx)
+	h.mu.Lock()
+	epoch, all, pending := h.epoch, h.all, maps.Clone(h.pending)
+	h.mu.Unlock()
+	res, probed, err := h.prober.probeEach(ctx, func(b psbinding.Bindable) bool {
+		if !all && !pending[types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}] {
+			return false
+		}
+		// A Binding the policy cannot be bound with is the reconciler's.
+		_, err := policy.MutatingPolicyBinding(h.opts, bindingRef(b))
+		return err == nil
+	})
 	switch {
 	case err != nil:
 		h.logger.Info("probe of the admission path failed; the webhook stays in the path", zap.Error(err))
 		return controller.NewRequeueAfter(probeRetry)
-	case !ok:
+	case probed == 0 && all:
 		return nil // no Binding published: nothing to admit yet; one that publishes brings the key back
-	case !res.policyApplied:
-		h.seen.Store(0)
-		return controller.NewRequeueAfter(probeInterval)
-	case h.seen.Add(1) < probesInForce:
+	case probed > 0 && !res.policyApplied:
+		h.mu.Lock()
+		h.seen = 0
+		h.mu.Unlock()
 		return controller.NewRequeueAfter(probeInterval)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.epoch != epoch {
+		return controller.NewRequeueAfter(probeInterval) // written since: probe again
+	}
+	if h.seen++; probed > 0 && h.seen < probesInForce {
+		return controller.NewRequeueAfter(probeInterval)
+	}
+	h.all = false
+	for k := range pending {
+		delete(h.pending, k)
+	}
 	h.inForce.Store(true)
-	h.logger.Info("admission policy seen in force: the webhook leaves the path", zap.String("policy", h.policy), zap.String("probedWith", res.binding))
+	h.logger.Info("admission policy seen in force: the webhook leaves the path", zap.String("policy", h.policy),
+		zap.String("probedWith", res.binding), zap.Int("bindingsProbed", probed))
 	h.enqueue(h.AdmissionReconciler.Key())
 	return nil
 }
 
-// notifying wraps objects so that changed is called when one is created
-// or restored.
-func notifying(objects []policy.Object, changed func()) []policy.Object {
-	out := make([]policy.Object, len(objects))
-	for i, o := range objects {
-		out[i] = notifyingObject{Object: o, changed: changed}
-	}
-	return out
-}
-
+// notifyingObject calls changed when its Object is created or restored.
 type notifyingObject struct {
 	policy.Object
 	changed func()

@@ -61,18 +61,36 @@ type probeResult struct {
 // with (none is published, or none names a built-in kind where admission
 // acts): then there is nothing to admit either.
 func (p *prober) probe(ctx context.Context) (res probeResult, ok bool, err error) {
+	res, probed, err := p.probeWhile(ctx, func(psbinding.Bindable) bool { return true }, func(probeResult) bool { return false })
+	return res, probed > 0, err
+}
+
+// probeEach probes with every Binding want accepts that can be probed
+// with, until one shows the policy not applied: res.policyApplied says
+// whether all did, probed how many were probed.
+func (p *prober) probeEach(ctx context.Context, want func(psbinding.Bindable) bool) (res probeResult, probed int, err error) {
+	return p.probeWhile(ctx, want, func(r probeResult) bool { return r.policyApplied })
+}
+
+// probeWhile probes with the Bindings want accepts, in namespace and name
+// order, for as long as more says of the last result. A Binding whose
+// probe fails (its namespace is going away, a quota refuses the object)
+// does not hold the handover back while another can be probed with: the
+// first error is reported only when none could. res is the first result
+// that stopped it, else the first.
+func (p *prober) probeWhile(ctx context.Context, want func(psbinding.Bindable) bool, more func(probeResult) bool) (res probeResult, probed int, err error) {
 	bindings, err := p.list()
 	if err != nil {
-		return probeResult{}, false, err
+		return probeResult{}, 0, err
 	}
 	slices.SortFunc(bindings, func(a, b psbinding.Bindable) int {
 		return strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
 	})
-	// A Binding whose probe fails (its namespace is going away, a quota
-	// refuses the object) does not hold the handover back while another
-	// can be probed with: the first error is reported when none could.
 	var failed error
 	for _, b := range bindings {
+		if !want(b) {
+			continue
+		}
 		target, published := p.target(ctx, b)
 		if !published {
 			continue
@@ -86,13 +104,22 @@ func (p *prober) probe(ctx context.Context) (res probeResult, ok bool, err error
 		}
 		by := duck.BoundBy{Resource: p.resource, Name: b.GetName(), UID: b.GetUID()}
 		gen, recorded := duck.BoundGeneration(got.GetAnnotations(), by)
-		return probeResult{
+		r := probeResult{
 			binding:       b.GetNamespace() + "/" + b.GetName(),
 			policyApplied: recorded && gen == target.generation,
 			webhookCalled: got.GetAnnotations()[psbinding.ProbeAnswerAnnotation] == psbinding.ProbeAnswerWebhook,
-		}, true, nil
+		}
+		if probed++; probed == 1 {
+			res = r
+		}
+		if !more(r) {
+			return r, probed, nil
+		}
 	}
-	return probeResult{}, false, failed
+	if probed == 0 {
+		return probeResult{}, 0, failed
+	}
+	return res, probed, nil
 }
 
 // probeTarget is the object a probe dry-runs, for one Binding.
