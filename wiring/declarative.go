@@ -96,7 +96,7 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
 		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
 	}
-	h := newHandover(logger, name, policies.Lister(), popts)
+	h := newHandover(logger, kube, name, policies.Lister(), popts)
 	var list psbinding.ListAll // set once the Bindings' informer exists, before anything reconciles
 	objects, err := policy.MutatingPolicyObjects(popts, kube, policies.Lister(), bindings.Lister(), b.ControllerName,
 		func() ([]policy.BindingRef, error) { return bindingRefs(list) }, h.written, logger)
@@ -235,6 +235,15 @@ func (r *retiringAdmission) Reconcile(ctx context.Context, key string) error {
 	}
 	r.retired.Store(true)
 	return nil
+}
+
+// Uninstall implements sharedmain.Uninstaller: what an earlier process
+// admitting by policy left goes too.
+func (r *retiringAdmission) Uninstall(ctx context.Context) error {
+	if _, err := policy.RemoveMutatingPolicy(ctx, r.kube, r.policyName); err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	return r.AdmissionReconciler.Uninstall(ctx)
 }
 
 // webhookAdmission is the Webhook constructor's body for any kind: the

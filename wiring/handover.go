@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 
 	"github.com/bindkit/bindkit/controller"
@@ -52,6 +54,7 @@ type handover struct {
 	probeKey, policy string
 	policies         admissionlisters.MutatingAdmissionPolicyLister
 	opts             policy.MutatingPolicyOptions
+	kube             kubernetes.Interface
 	enqueue          func(key string)
 	// inForce: probes saw the policy in force since it was last written.
 	inForce atomic.Bool
@@ -66,8 +69,8 @@ type handover struct {
 	pending map[types.NamespacedName]bool
 }
 
-func newHandover(logger *zap.Logger, policyName string, policies admissionlisters.MutatingAdmissionPolicyLister, opts policy.MutatingPolicyOptions) *handover {
-	return &handover{logger: logger, probeKey: probeKeyPrefix + policyName, policy: policyName, policies: policies, opts: opts,
+func newHandover(logger *zap.Logger, kube kubernetes.Interface, policyName string, policies admissionlisters.MutatingAdmissionPolicyLister, opts policy.MutatingPolicyOptions) *handover {
+	return &handover{logger: logger, kube: kube, probeKey: probeKeyPrefix + policyName, policy: policyName, policies: policies, opts: opts,
 		all: true, pending: map[types.NamespacedName]bool{}}
 }
 
@@ -106,6 +109,47 @@ func (h *handover) Demote() {
 	h.epoch++
 	h.mu.Unlock()
 }
+
+// Uninstall implements sharedmain.Uninstaller: the policy and its
+// bindings go first, so that nothing new is bound by them, then the
+// webhook's rules; then it waits (up to uninstallWait) until probes are
+// admitted by neither, as the kube-apiserver stops applying them some
+// time after, so that the subjects unbound next are not bound again by a
+// create in between.
+func (h *handover) Uninstall(ctx context.Context) error {
+	if removed, err := policy.RemoveMutatingPolicy(ctx, h.kube, h.policy); err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	} else if removed {
+		h.logger.Info("uninstall: admission policy removed", zap.String("policy", h.policy))
+	}
+	if err := h.AdmissionReconciler.Uninstall(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, uninstallWait)
+	defer cancel()
+	for seen := 0; seen < probesInForce; {
+		res, ok, err := h.prober.probe(ctx)
+		switch {
+		case err == nil && (!ok || (!res.policyApplied && !res.webhookCalled)):
+			seen++
+		case ctx.Err() != nil:
+			h.logger.Warn("uninstall: admission may still apply the kind for a moment; subjects created meanwhile may stay bound",
+				zap.Duration("waited", uninstallWait), zap.Error(err))
+			return nil
+		default:
+			seen = 0
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(probeInterval):
+		}
+	}
+	return nil
+}
+
+// uninstallWait bounds how long Uninstall waits for the kube-apiserver to
+// stop applying the policy and calling the webhook.
+const uninstallWait = 30 * time.Second
 
 // written is told that the binding of ref's Binding was created or
 // restored (before changed is).

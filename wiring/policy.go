@@ -107,6 +107,16 @@ func guarded(ac *psbinding.AdmissionReconciler, inner interface {
 	return &withGuard{AdmissionReconciler: ac, inner: inner, guard: r, keys: keys}
 }
 
+// Uninstall implements sharedmain.Uninstaller: the inner reconciler's
+// (a declarative kind's removes its policy too), else the admission
+// controller's.
+func (w *withGuard) Uninstall(ctx context.Context) error {
+	if u, ok := w.inner.(interface{ Uninstall(context.Context) error }); ok {
+		return u.Uninstall(ctx)
+	}
+	return w.AdmissionReconciler.Uninstall(ctx)
+}
+
 // Reconcile implements controller.Reconciler.
 func (w *withGuard) Reconcile(ctx context.Context, key string) error {
 	if w.keys[key] {
