@@ -255,13 +255,6 @@ func (p *patcher) diffPresent(a, b reflect.Value) {
 			}
 			return
 		}
-		// Most of a pod spec is left as it was (a Binding adds an env var
-		// and a mount, not a probe): equal walks an unchanged struct at
-		// a fraction of what diffFields costs, and equal values give no
-		// operation.
-		if p.table.equal(a, b) {
-			return
-		}
 		p.diffFields(info, a, b)
 	case reflect.Slice:
 		p.diffSlice(a, b)
