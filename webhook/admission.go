@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -100,7 +99,7 @@ func PatchResponse(ops []jsonpatch.JsonPatchOperation) *admissionv1.AdmissionRes
 	if len(ops) == 0 {
 		return Allowed()
 	}
-	patch, err := json.Marshal(ops)
+	patch, err := encodePatch(ops)
 	if err != nil {
 		return Errored(http.StatusInternalServerError, fmt.Errorf("encode JSON patch: %w", err))
 	}

@@ -290,7 +290,7 @@ func TestResponseHelpers(t *testing.T) {
 		{"Errored defaults to 500", Errored(0, nil), &admissionv1.AdmissionResponse{Result: &metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "unknown error"}}},
 		{"PatchResponse without ops", PatchResponse(nil), &admissionv1.AdmissionResponse{Allowed: true}},
 		{"PatchResponse", PatchResponse([]jsonpatch.JsonPatchOperation{{Operation: "remove", Path: "/a"}}), &admissionv1.AdmissionResponse{Allowed: true, PatchType: &jsonPT, Patch: []byte(`[{"op":"remove","path":"/a"}]`)}},
-		{"PatchResponse with unencodable value", PatchResponse([]jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/a", Value: func() {}}}), &admissionv1.AdmissionResponse{Result: &metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "encode JSON patch: json: error calling MarshalJSON for type jsonpatch.Operation: json: unsupported type: func()"}}},
+		{"PatchResponse with unencodable value", PatchResponse([]jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/a", Value: func() {}}}), &admissionv1.AdmissionResponse{Result: &metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "encode JSON patch: operation 0 (add /a): json: unsupported type: func()"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
