@@ -4,7 +4,7 @@
 // programmed.
 //
 // A Reconciler holds a fixed list of Objects, each one cluster-scoped object
-// with a name and a desired spec. It writes only while its replica leads:
+// (or, for a BindingSet, a set of them) with a name and a desired spec. It writes only while its replica leads:
 // a missing object is created, an object whose spec differs from the
 // desired one (an operator's edit) is given back the desired spec, and
 // labels and annotations others add are kept. Run it on a controller.Impl
@@ -20,10 +20,15 @@
 // MutatingPolicy builds the second: the MutatingAdmissionPolicy that
 // admits the subjects of a declarative Binding kind (package declarative)
 // in the kube-apiserver, from the Spec each Binding publishes in its
-// status, in place of the webhook; RemoveMutatingPolicy removes it when
-// the kind goes back to the webhook. When the webhook leaves the path, and
-// when it comes back, is package wiring's: each path stays until the
-// other is seen in force, by a probe through the kube-apiserver. Admission (ByPolicy, the
-// default, or ByWebhook) is the process's choice, which package wiring
-// reads when it builds a kind's admission (see wiring.Kind.Declarative).
+// status, in place of the webhook. MutatingPolicyBinding binds it once per
+// Binding, with the Binding's namespace and subject selector as match
+// resources, so that the kube-apiserver evaluates only the Bindings that
+// can name an object; a BindingSet (an Object whose objects follow the
+// listed Bindings) keeps those bindings programmed; RemoveMutatingPolicy
+// removes the policy and all its bindings when the kind goes back to the
+// webhook. When the webhook leaves the path, and when it comes back, is
+// package wiring's: each path stays until the other is seen in force, by
+// a probe through the kube-apiserver. Admission (ByPolicy, the default, or
+// ByWebhook) is the process's choice, which package wiring reads when it
+// builds a kind's admission (see wiring.Kind.Declarative).
 package policy
