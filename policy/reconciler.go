@@ -10,7 +10,8 @@ import (
 	"github.com/bindkit/bindkit/controller"
 )
 
-// Object is one cluster-scoped object a Reconciler keeps programmed.
+// Object is one cluster-scoped object a Reconciler keeps programmed, or a
+// set of them kept under one key (BindingSet).
 //
 // Ensure reads the object (from a cache, for speed), creates it when it is
 // missing and restores its desired spec when it differs, and reports what it
