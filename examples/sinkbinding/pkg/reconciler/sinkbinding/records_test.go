@@ -147,8 +147,8 @@ type creator struct {
 	// refusedAt is when each refused create was sent, refusedBy when its
 	// refusal came back.
 	refusedAt, refusedBy []time.Time
-	stop      func()
-	done      chan struct{}
+	stop                 func()
+	done                 chan struct{}
 }
 
 func (r *rig) startCreating(kinds []string, labels map[string]string) *creator {
