@@ -247,12 +247,7 @@ func planBindings(desired []desiredBinding, existing []*admissionregistrationv1.
 		case !equality.Semantic.DeepEqual(cur.Spec, d.binding.Spec) || !hasLabels(cur.Labels, d.binding.Labels):
 			restored := cur.DeepCopy()
 			restored.Spec = d.binding.Spec
-			if restored.Labels == nil {
-				restored.Labels = map[string]string{}
-			}
-			for k, v := range d.binding.Labels {
-				restored.Labels[k] = v
-			}
+			restored.Labels = withLabels(cur.Labels, d.binding.Labels)
 			p.update = append(p.update, desiredBinding{ref: d.ref, binding: restored})
 		}
 	}

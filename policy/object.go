@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,17 +75,20 @@ func (t *Typed[T, PT]) Ensure(ctx context.Context) (Action, error) {
 	obj := PT(new(T))
 	*obj = *current // shallow: only the spec is replaced below
 	t.SetSpec(obj, t.Desired)
-	labels := map[string]string{}
-	for k, v := range current.GetLabels() {
-		labels[k] = v
-	}
-	for k, v := range t.Desired.GetLabels() {
-		labels[k] = v
-	}
-	obj.SetLabels(labels)
+	obj.SetLabels(withLabels(current.GetLabels(), t.Desired.GetLabels()))
 	if _, err := t.Client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: t.FieldManager}); err != nil {
 		// A conflict means the cache is behind; the update event retries.
 		return Unchanged, fmt.Errorf("%s %s: restore spec: %w", t.Kind, name, err)
 	}
 	return Restored, nil
+}
+
+// withLabels returns a new map of have's labels with want's set over them:
+// what an Object writes back when it restores a spec, keeping the labels
+// others added.
+func withLabels(have, want map[string]string) map[string]string {
+	out := make(map[string]string, len(have)+len(want))
+	maps.Copy(out, have)
+	maps.Copy(out, want)
+	return out
 }
