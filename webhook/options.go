@@ -87,8 +87,9 @@ type Options struct {
 	// denial-of-service weaknesses (rapid reset) a webhook need not carry.
 	EnableHTTP2 bool
 	// GracePeriod is how long the server keeps serving, unready, after its
-	// context ends, before it drains (default DefaultGracePeriod). A
-	// negative value means no wait.
+	// context ends, before it drains (default DefaultGracePeriod). Each
+	// connection closes after its next answer in that time, none while
+	// idle. A negative value means no wait.
 	GracePeriod time.Duration
 	// MaxRequestBodyBytes bounds a request body; larger requests get 413
 	// (default DefaultMaxRequestBodyBytes).

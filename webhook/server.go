@@ -24,8 +24,10 @@ const (
 )
 
 // idleTimeout is how long a kept-alive connection may wait for its next
-// request: as long as the kube-apiserver's own idle connections wait.
-const idleTimeout = 90 * time.Second
+// request: longer than the kube-apiserver's own idle connections wait (90
+// s, net/http's default), so that the caller, not the server, closes an
+// idle connection, and never one the caller is starting to write on.
+const idleTimeout = 2 * time.Minute
 
 // maxHeaderBytes bounds a request's headers (net/http answers 431 beyond
 // it, and allows 4 KiB more): the kube-apiserver sends well under 1 KiB,
@@ -146,6 +148,12 @@ func newServer(opts Options, controllers []Admitter) (*Server, error) {
 // ServeHTTP routes admission paths and the probes. It is the handler Serve
 // runs behind TLS; tests and benchmarks may call it directly.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		// Shutting down: the connection closes after this answer, so the
+		// caller's next request opens a new one (to another replica once
+		// this one has left the Service's endpoints).
+		w.Header().Set("Connection", "close")
+	}
 	switch path := r.URL.Path; path {
 	case HealthzPath, ReadyzPath:
 		s.serveProbe(w, r)
@@ -239,8 +247,9 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Serve serves HTTPS on ln until ctx ends, then shuts down: /readyz fails at
-// once, the server keeps answering for Options.GracePeriod so callers notice,
-// then it stops accepting, waits for requests in flight (at most 30 seconds)
+// once, the server keeps answering for Options.GracePeriod so callers notice
+// (closing each connection after its next answer, never an idle one under a
+// caller's write), then it stops accepting, waits for requests in flight (at most 30 seconds)
 // and returns nil. ln is closed on return. An error means serving failed,
 // or that the Server, from NewHandler, has no certificate to serve with.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
@@ -292,10 +301,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 
+	// Each connection closes after its next answer (ServeHTTP), never
+	// while idle: a caller may be writing a request on an idle connection
+	// at any moment, and closing it under that write refuses the request
+	// (the kube-apiserver does not resend an admission review, and with
+	// failurePolicy Fail the create fails). Connections still idle at the
+	// end of the grace period have carried nothing through it.
 	s.draining.Store(true)
-	// Closing each connection after its current request moves clients that
-	// reuse connections to another replica during the grace period.
-	srv.SetKeepAlivesEnabled(false)
 	s.logger.Info("webhook shutting down", zap.Duration("gracePeriod", s.opts.GracePeriod))
 	if s.opts.GracePeriod > 0 {
 		grace := time.NewTimer(s.opts.GracePeriod)

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -251,5 +252,66 @@ func TestShutdownFailsReadinessThenDrains(t *testing.T) {
 	}
 	if _, err := client.Get("https://" + addr + HealthzPath); err == nil {
 		t.Errorf("server still accepts connections after Serve returned")
+	}
+}
+
+// TestShutdownAnswersOnIdleConnections holds a kept-alive connection idle
+// as the server begins to shut down, then sends a request on it: the
+// request is answered, and the answer closes the connection. (Closing
+// idle connections when the shutdown begins made such a request fail with
+// a broken pipe or EOF, which the kube-apiserver reports as a refused
+// create.)
+func TestShutdownAnswersOnIdleConnections(t *testing.T) {
+	pki := newTestPKI(t)
+	secrets := &secretMap{}
+	secrets.Set(DefaultSecretName, pki.servingData(t, time.Now(), time.Hour))
+	s, err := New(Options{GracePeriod: 2 * time.Second}, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, stop := startServer(t, s)
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pki.pool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reader := bufio.NewReader(conn)
+	get := func() (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+HealthzPath, nil)
+		if err := req.Write(conn); err != nil {
+			return nil, err
+		}
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(reader, req)
+		if err != nil {
+			return nil, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp, nil
+	}
+	type answer struct {
+		Code  int
+		Close bool
+	}
+	first, err := get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(answer{200, false}, answer{first.StatusCode, first.Close}); diff != "" {
+		t.Fatalf("answer before the shutdown (-want +got):\n%s", diff)
+	}
+
+	go stop()
+	for !s.draining.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // what closed idle connections has run
+	second, err := get()
+	if err != nil {
+		t.Fatalf("request on a connection idle when the shutdown began: %v", err)
+	}
+	if diff := cmp.Diff(answer{200, true}, answer{second.StatusCode, second.Close}); diff != "" {
+		t.Errorf("answer during the grace period (-want +got):\n%s", diff)
 	}
 }
