@@ -426,17 +426,24 @@ type Load struct {
 }
 
 // StartLoad starts creators goroutines, each creating Deployments labelled
-// app=app in ns with a dry run, one after another, until Stop. A create
-// fails when the API server refuses it or returns it unbound.
-func (h *Harness) StartLoad(ns, app string, creators int) *Load {
+// app=app in ns with a dry run, one after another with pause between its
+// creates (none when 0), until Stop. A create fails when the API server
+// refuses it or returns it unbound. An unpaused load keeps the API server
+// as busy as the machine allows; a test that needs only a steady sample of
+// admissions pauses, and leaves the cores to the tests beside it.
+func (h *Harness) StartLoad(ns, app string, creators int, pause time.Duration) *Load {
 	l := &Load{stop: make(chan struct{})}
 	for i := range creators {
 		l.wg.Go(func() {
 			for n := 0; ; n++ {
+				wait := time.Duration(0)
+				if n > 0 {
+					wait = pause
+				}
 				select {
 				case <-l.stop:
 					return
-				default:
+				case <-time.After(wait):
 				}
 				l.attempts.Add(1)
 				name := "load-" + strconv.Itoa(i) + "-" + strconv.Itoa(n)

@@ -65,7 +65,7 @@ func TestCAChangeUnderBurstWithRealAPIServer(t *testing.T) {
 			}
 			oldCA := faults.Bundle(before)[0]
 
-			load := h.StartLoad(ns, "burst", creators)
+			load := h.StartLoad(ns, "burst", creators, 0)
 			h.Eventually(name+": load running", 30*time.Second, func() (string, error) {
 				if load.OK() < creators {
 					return fmt.Sprintf("%d creates so far", load.OK()), nil

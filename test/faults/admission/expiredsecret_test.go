@@ -45,7 +45,7 @@ func TestSecretOverwrittenWithExpiredCAWithRealAPIServer(t *testing.T) {
 	// admissions a second here (more than the 50); the rate is
 	// logged below.
 	const loadCreators = 3
-	load := h.StartLoad(ns, "expired", loadCreators)
+	load := h.StartLoad(ns, "expired", loadCreators, 0)
 	h.Eventually("load running", 30*time.Second, func() (string, error) {
 		if load.OK() < 10 {
 			return fmt.Sprintf("%d creates so far", load.OK()), nil

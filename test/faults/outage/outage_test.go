@@ -77,7 +77,9 @@ func (p *presented) last() string {
 
 // TestRotationResumesAfterSecretWriteOutageWithRealAPIServer runs the
 // controller binary with shortened certificate lifetimes under a steady
-// load of creates through the webhook:
+// load of creates through the webhook (four creators, about 50 a second:
+// a failed admission shows within 80 ms, and the cores stay with the
+// tests beside this one):
 //
 //  1. scheduled rotations, serving and CA, happen with no failed admission;
 //  2. a ValidatingAdmissionPolicy then denies every write of the
@@ -123,7 +125,7 @@ func TestRotationResumesAfterSecretWriteOutageWithRealAPIServer(t *testing.T) {
 		}
 		watching.Wait()
 	}()
-	load := h.StartLoad(ns, "outage", 4)
+	load := h.StartLoad(ns, "outage", 4, 80*time.Millisecond)
 	defer load.Stop()
 
 	// 1. Scheduled rotations: one CA rotation, and the serving certificate
