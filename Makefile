@@ -71,14 +71,19 @@ CR_MODULE := controllerruntime
 # hung test still ends the run well within CI's 90 minutes.
 TEST_TIMEOUT ?= 30m
 
+# How make test runs go test. -ldflags=-w leaves DWARF (what debuggers
+# read) out of the test binaries: a quarter of each link's CPU, and a
+# pass links about sixty; stack traces and -race reports do not use it.
+TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
+
 ## test: build the control planes if needed, vet, run every test with -race
 ## against the newest minor, then the control-plane tests against the older.
 test: tools vet
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
-	cd $(CR_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test $(TEST_FLAGS) $(SLOW_FIRST) ./...
+	cd $(CR_MODULE) && $(GO) test $(TEST_FLAGS) ./...
 	@echo "integration tests against Kubernetes $(OLDER_MINOR):"
-	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(OLDER_SLOW_FIRST) $(CONTROL_PLANE_PKGS)
-	cd $(CR_MODULE) && BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test $(TEST_FLAGS) $(OLDER_SLOW_FIRST) $(CONTROL_PLANE_PKGS)
+	cd $(CR_MODULE) && BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test $(TEST_FLAGS) ./...
 
 ## tools: build kube-apiserver, kube-controller-manager, kube-scheduler and
 ## etcd of both minors, and kwok (first time: about 6 minutes for 1.37, 4.5
@@ -105,8 +110,8 @@ vet:
 
 ## unit: the tests that need no control plane (integration tests skip, loudly).
 unit:
-	BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
-	cd $(CR_MODULE) && BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 ./...
+	BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 -ldflags=-w ./...
+	cd $(CR_MODULE) && BINDKIT_BIN_DIR=/nonexistent $(GO) test -count=1 -ldflags=-w ./...
 
 ## controlplane: run a control plane until Ctrl-C and print how to point a
 ## package's integration tests at it (CONTROLPLANE_FLAGS=-workloads for the

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,12 +65,6 @@ type Harness struct {
 	bindings []*unstructured.Unstructured // created, to delete before the process stops
 }
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
 // Start builds the controller once per test binary (into env.Dir, which
 // the control plane's Stop removes), installs the system namespace, starts
 // the controller with args after the harness's own flags, installs
@@ -82,12 +75,9 @@ var (
 // stops it with SIGTERM and removes the configuration and the Secret.
 func Start(t testing.TB, env *testenv.Environment, repoRoot string, args ...string) *Harness {
 	t.Helper()
-	buildOnce.Do(func() {
-		binary = filepath.Join(env.Dir, "githubbinding-controller")
-		buildErr = demo.BuildController(context.Background(), repoRoot, binary)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	binary, err := demo.BuiltFor(env, repoRoot, demo.ControllerPackage, "githubbinding-controller")
+	if err != nil {
+		t.Fatal(err)
 	}
 	h := &Harness{T: t, Env: env, RepoRoot: repoRoot, binary: binary,
 		Kube: kubernetes.NewForConfigOrDie(env.Config), Dyn: dynamic.NewForConfigOrDie(env.Config)}

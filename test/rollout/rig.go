@@ -8,10 +8,8 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,7 +48,7 @@ func StartController(t testing.TB, env *testenv.Environment, args ...string) *de
 	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo.SystemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	binary, err := buildFor(env)
+	binary, err := demo.BuiltFor(env, RepoRoot, "./examples/sinkbinding/cmd/controller", "sinkbinding-controller")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,35 +67,6 @@ func StartController(t testing.TB, env *testenv.Environment, args ...string) *de
 		}
 	})
 	return ctrl
-}
-
-// builds are the example binaries built, one per control plane, into its
-// directory (removed when it stops).
-var builds struct {
-	sync.Mutex
-	binary map[string]string
-}
-
-// buildFor builds the example binary into env's directory, once.
-func buildFor(env *testenv.Environment) (string, error) {
-	builds.Lock()
-	defer builds.Unlock()
-	if b, ok := builds.binary[env.Dir]; ok {
-		return b, nil
-	}
-	root, err := filepath.Abs(RepoRoot)
-	if err != nil {
-		return "", err
-	}
-	binary := filepath.Join(env.Dir, "sinkbinding-controller")
-	if err := demo.BuildPackage(context.Background(), root, "./examples/sinkbinding/cmd/controller", binary); err != nil {
-		return "", err
-	}
-	if builds.binary == nil {
-		builds.binary = map[string]string{}
-	}
-	builds.binary[env.Dir] = binary
-	return binary, nil
 }
 
 // CreateDeployments creates n one-replica Deployments app-000... in ns,

@@ -192,8 +192,8 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary := filepath.Join(t.TempDir(), "sinkbinding-controller")
-	if err := demo.BuildPackage(ctx, root, "./examples/sinkbinding/cmd/controller", binary); err != nil {
+	binary, err := demo.BuiltFor(env, root, "./examples/sinkbinding/cmd/controller", "sinkbinding-controller")
+	if err != nil {
 		t.Fatal(err)
 	}
 	create := func(ctx context.Context, ns string, obj runtime.Object, dryRun bool) (*unstructured.Unstructured, error) {

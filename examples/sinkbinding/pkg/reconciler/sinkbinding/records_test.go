@@ -61,8 +61,8 @@ func newRig(t *testing.T, prefix string) *rig {
 	if _, err := policy.RemoveMutatingPolicy(t.Context(), r.kube, policy.MutatingPolicyName(sinkBindings.GroupResource())); err != nil {
 		t.Fatal(err)
 	}
-	r.binary = t.TempDir() + "/sinkbinding-controller"
-	if err := demo.BuildPackage(t.Context(), repoRoot, "./examples/sinkbinding/cmd/controller", r.binary); err != nil {
+	r.binary, err = demo.BuiltFor(env, repoRoot, "./examples/sinkbinding/cmd/controller", "sinkbinding-controller")
+	if err != nil {
 		t.Fatal(err)
 	}
 	return r
