@@ -24,6 +24,9 @@ import (
 // own tests; without it the generated test skips and so does this one,
 // except under CI=true, where the generated test fails.
 func TestNewScaffoldsAPassingModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scaffolds a module, vets and tests it twice: minutes (make test runs it)")
+	}
 	checkout, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -120,6 +120,9 @@ var newcomersBugs = []newcomersBug{{
 // field and the fix. The author's one edit of a generated file states Do's
 // promise to reach every container (ContractOptions.Reach).
 func TestContractCatchesNewcomersBugs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scaffolds a module and runs go test in it eleven times: minutes (make test runs it)")
+	}
 	if minor := os.Getenv(envtest.KubeMinorEnv); minor != "" && minor != envtest.NewestMinor {
 		t.Skipf("uses no control plane: run once, in the newest minor's pass (%s=%s)", envtest.KubeMinorEnv, minor)
 	}
