@@ -249,8 +249,8 @@ func (s *Server) Run(ctx context.Context) error {
 // Serve serves HTTPS on ln until ctx ends, then shuts down: /readyz fails at
 // once, the server keeps answering for Options.GracePeriod so callers notice
 // (closing each connection after its next answer, never an idle one under a
-// caller's write), then it stops accepting, waits for requests in flight (at most 30 seconds)
-// and returns nil. ln is closed on return. An error means serving failed,
+// caller's write), then it stops accepting, waits for requests in flight
+// (at most 30 seconds) and returns nil. ln is closed on return. An error means serving failed,
 // or that the Server, from NewHandler, has no certificate to serve with.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.certs == nil {
