@@ -145,7 +145,19 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 //     put a Binding under a rollout even without a policy): a subject the
 //     rollout has not reached waits for its wave, a halted, paused or
 //     planned generation reaches no new subject; bare Pods and Jobs,
-//     which no rollout can reach later, are not held back but by a hold.
+//     which no rollout can reach later, are not held back but by a hold;
+//   - the object does not carry the change already: a Binding whose
+//     record (at its published generation) and Spec the object holds
+//     as the mutation would write them is not merged again, which would
+//     change nothing. This is what makes the second invocation cheap
+//     that the policy's own mutation causes (reinvocationPolicy
+//     IfNeeded: the kube-apiserver invokes a policy that changed the
+//     object once more), while a container another mutator adds after
+//     the first invocation still gets the Binding's env entries and
+//     mounts. Values are compared whole, so one the kube-apiserver
+//     defaulted after the merge (a container's defaults, a fieldRef's
+//     apiVersion) counts as different: the merge runs again, as it would
+//     without this test.
 //
 // The mutation merges the published Spec into the pod spec with an apply
 // configuration (env entries and volume mounts into every container the
@@ -176,10 +188,11 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 	if err != nil {
 		return nil, err
 	}
-	mutation, rules, err := opts.mutation(p)
+	shapes, err := opts.shapePaths()
 	if err != nil {
 		return nil, err
 	}
+	mutation, rules := opts.mutation(shapes)
 	// The defaults the kube-apiserver fills in, so that the stored specs
 	// equal the built ones and the Reconciler settles.
 	equivalent := admissionregistrationv1.Equivalent
@@ -191,7 +204,7 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: gvr.GroupVersion().String(), Kind: opts.Kind},
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules, MatchPolicy: &equivalent,
 				NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{}},
-			MatchConditions:    opts.matchConditions(p),
+			MatchConditions:    opts.matchConditions(p, shapes),
 			Variables:          opts.variables(p),
 			Mutations:          []admissionregistrationv1.Mutation{mutation},
 			FailurePolicy:      &fail,
@@ -226,6 +239,9 @@ type celPaths struct {
 	// generation; key its prefix for any generation; legacyKey that of an
 	// entry written before records named UIDs.
 	entry, key, legacyKey string
+	// others are the object's BoundAnnotation entries but the Binding's
+	// (and a predecessor's of the same name, or one written before UIDs).
+	others string
 }
 
 func (opts MutatingPolicyOptions) paths() (celPaths, error) {
@@ -246,6 +262,7 @@ func (opts MutatingPolicyOptions) paths() (celPaths, error) {
 		key:       "'" + gr + "/' + params.metadata.name + '@' + params.metadata.uid + ':'",
 		legacyKey: "'" + gr + "/' + params.metadata.name + ':'"}
 	p.entry = p.key + " + string(" + p.declaredGeneration + ")"
+	p.others = annotationList(BoundAnnotation) + ".filter(e, e != '' && !e.startsWith('" + gr + "/' + params.metadata.name + '@') && !e.startsWith(" + p.legacyKey + "))"
 	return p, nil
 }
 
@@ -267,7 +284,7 @@ func annotationList(key string) string {
 // (has() guards what it reads), and a term relies on an earlier one only
 // where the earlier one being false skips the Binding: CEL's && is false
 // when either side is, even if the other is an error.
-func (opts MutatingPolicyOptions) matchConditions(p celPaths) []admissionregistrationv1.MatchCondition {
+func (opts MutatingPolicyOptions) matchConditions(p celPaths, shapes []shapePath) []admissionregistrationv1.MatchCondition {
 	s := p.subject
 	names := "!has(params.metadata.deletionTimestamp) && has(" + s + ") && has(" + s + ".apiVersion) && has(" + s + ".kind) && " +
 		s + ".apiVersion == object.apiVersion && " + s + ".kind == object.kind && " +
@@ -287,7 +304,7 @@ func (opts MutatingPolicyOptions) matchConditions(p celPaths) []admissionregistr
 		terms = append(terms, fmt.Sprintf("!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == %s)", strconv.Quote(opts.SkipPatchesBy)))
 	}
 	held := "!" + annotationList(HeldAnnotation) + ".exists(e, e == " + p.entry + " || e == " + p.legacyKey + " + string(" + p.declaredGeneration + "))"
-	terms = append(terms, held, opts.rolloutReaches(p))
+	terms = append(terms, held, opts.rolloutReaches(p), "!"+carried(p, shapes))
 	return []admissionregistrationv1.MatchCondition{{Name: AppliesCondition, Expression: "(" + strings.Join(terms, ") && (") + ")"}}
 }
 
@@ -323,7 +340,6 @@ func (opts MutatingPolicyOptions) rolloutReaches(p celPaths) string {
 // variables are what the mutation reads, evaluated only for a Binding
 // that passed the match conditions.
 func (opts MutatingPolicyOptions) variables(p celPaths) []admissionregistrationv1.Variable {
-	gr := opts.Resource.GroupResource().String()
 	return []admissionregistrationv1.Variable{
 		{Name: "declared", Expression: p.declared},
 		{Name: "added", Expression: "(has(variables.declared.containers) ? variables.declared.containers : []).map(c, c.name) + " +
@@ -333,8 +349,51 @@ func (opts MutatingPolicyOptions) variables(p celPaths) []admissionregistrationv
 		// others (a predecessor's of the same name, or one written before
 		// UIDs, replaced), sorted.
 		{Name: "boundEntry", Expression: p.entry},
-		{Name: "boundOthers", Expression: annotationList(BoundAnnotation) + ".filter(e, e != '' && !e.startsWith('" + gr + "/' + params.metadata.name + '@') && !e.startsWith(" + p.legacyKey + "))"},
+		{Name: "boundOthers", Expression: p.others},
 	}
+}
+
+// boundValue is the BoundAnnotation value the mutation writes (as the
+// webhook does, duck.Bound.String): the entry among the others, sorted.
+func boundValue(others, entry string) string {
+	return "(" + others + ".filter(e, e < " + entry + ") + [" + entry + "] + " + others + ".filter(e, e > " + entry + ")).join(',')"
+}
+
+// shapePath is a WorkloadShape with its pod spec's path checked.
+type shapePath struct {
+	WorkloadShape
+	path string
+}
+
+// shapePaths are the options' shapes (DefaultWorkloadShapes if none),
+// their paths checked.
+func (opts MutatingPolicyOptions) shapePaths() ([]shapePath, error) {
+	shapes := opts.Shapes
+	if len(shapes) == 0 {
+		shapes = DefaultWorkloadShapes()
+	}
+	out := make([]shapePath, 0, len(shapes))
+	for i, sh := range shapes {
+		path, err := celPath(fmt.Sprintf("Shapes[%d].PodSpecPath", i), sh.PodSpecPath, "")
+		if err != nil {
+			return nil, err
+		}
+		if strings.Split(path, ".")[0] == "metadata" {
+			return nil, fmt.Errorf("policy: MutatingPolicyOptions.Shapes[%d].PodSpecPath %q: a pod spec is not under metadata", i, path)
+		}
+		out = append(out, shapePath{sh, path})
+	}
+	return out, nil
+}
+
+// byShape is the CEL that picks, by the request's resource, the
+// expression each shape's path gives, and otherwise the last.
+func byShape(shapes []shapePath, each func(path string) string, otherwise string) string {
+	out := ""
+	for _, sh := range shapes {
+		out += "request.resource.group == '" + sh.Group + "' && request.resource.resource == '" + sh.Resource + "' ? " + each(sh.path) + " : "
+	}
+	return out + otherwise
 }
 
 // mutation is the one mutation for every shape, the bound annotation
@@ -342,37 +401,33 @@ func (opts MutatingPolicyOptions) variables(p celPaths) []admissionregistrationv
 // into the object with server-side apply, whose cost is per mutation, not
 // per field (eight mutations, one per shape and the annotation's, made a
 // create three times slower than one).
-func (opts MutatingPolicyOptions) mutation(celPaths) (admissionregistrationv1.Mutation, []admissionregistrationv1.NamedRuleWithOperations, error) {
-	shapes := opts.Shapes
-	if len(shapes) == 0 {
-		shapes = DefaultWorkloadShapes()
-	}
+func (opts MutatingPolicyOptions) mutation(shapes []shapePath) (admissionregistrationv1.Mutation, []admissionregistrationv1.NamedRuleWithOperations) {
 	anyScope := admissionregistrationv1.AllScopes
 	var rules []admissionregistrationv1.NamedRuleWithOperations
-	annotation := "metadata: Object.metadata{annotations: {'" + BoundAnnotation + "': " +
-		"(variables.boundOthers.filter(e, e < variables.boundEntry) + [variables.boundEntry] + " +
-		"variables.boundOthers.filter(e, e > variables.boundEntry)).join(',')}}"
-	var apply string
-	for i, sh := range shapes {
-		path, err := celPath(fmt.Sprintf("Shapes[%d].PodSpecPath", i), sh.PodSpecPath, "")
-		if err != nil {
-			return admissionregistrationv1.Mutation{}, nil, err
-		}
-		if strings.Split(path, ".")[0] == "metadata" {
-			return admissionregistrationv1.Mutation{}, nil, fmt.Errorf("policy: MutatingPolicyOptions.Shapes[%d].PodSpecPath %q: a pod spec is not under metadata", i, path)
-		}
+	for _, sh := range shapes {
 		rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 			Rule:       admissionregistrationv1.Rule{APIGroups: []string{sh.Group}, APIVersions: []string{"*"}, Resources: []string{sh.Resource}, Scope: &anyScope},
 		}})
-		apply += "request.resource.group == '" + sh.Group + "' && request.resource.resource == '" + sh.Resource + "' ? " +
-			"Object{" + annotation + ", " + podSpecFields(path) + "} : "
 	}
-	apply += "Object{" + annotation + "}"
+	annotation := "metadata: Object.metadata{annotations: {'" + BoundAnnotation + "': " + boundValue("variables.boundOthers", "variables.boundEntry") + "}}"
+	apply := byShape(shapes, func(path string) string { return "Object{" + annotation + ", " + podSpecFields(path) + "}" }, "Object{"+annotation+"}")
 	return admissionregistrationv1.Mutation{
 		PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
 		ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: apply},
-	}, rules, nil
+	}, rules
+}
+
+// carried is the CEL test that the object carries the Binding's change
+// and its record as the mutation would write them, so that merging it
+// would change nothing (see MutatingPolicy): the BoundAnnotation is the
+// value the mutation writes, and the pod spec holds every entry the
+// mutation merges (podSpecCarries). It reads the Binding as params, not
+// the policy's variables, which a match condition cannot.
+func carried(p celPaths, shapes []shapePath) string {
+	recorded := "has(object.metadata.annotations) && '" + BoundAnnotation + "' in object.metadata.annotations && " +
+		"object.metadata.annotations['" + BoundAnnotation + "'] == " + boundValue(p.others, p.entry)
+	return "(" + recorded + " && (" + byShape(shapes, func(path string) string { return podSpecCarries(p.declared, path) }, "true") + "))"
 }
 
 // The rollout annotations the policy reads (psbinding's, repeated):
@@ -426,6 +481,35 @@ func podSpecFields(path string) string {
 		out = fields[i] + ": Object." + strings.Join(fields[:i+1], ".") + "{" + out + "}"
 	}
 	return fields[0] + ": Object." + fields[0] + "{" + out + "}"
+}
+
+// podSpecCarries is the CEL test that the pod spec at path holds every
+// entry podSpecFields merges from the declared Spec at declared: its env
+// entries and mounts in each of the workload's own containers (and init
+// containers when the Spec says so), its containers, init containers and
+// volumes, each equal as a whole to one of the object's. A pod spec
+// missing on the way to path holds nothing.
+func podSpecCarries(declared, path string) string {
+	obj := "object." + path
+	list := func(of, field string) string {
+		return "(has(" + of + "." + field + ") ? " + of + "." + field + " : [])"
+	}
+	// every entry of the Spec's list field is in the object's list of.
+	every := func(field, of string) string {
+		return list(declared, field) + ".all(d, " + list(of, field) + ".exists(o, dyn(o) == dyn(d)))"
+	}
+	added := "(" + list(declared, "containers") + ".map(a, a.name) + " + list(declared, "initContainers") + ".map(a, a.name))"
+	own := func(field string) string {
+		return list(obj, field) + ".filter(c, !(c.name in " + added + ")).all(c, " + every("env", "c") + " && " + every("volumeMounts", "c") + ")"
+	}
+	var present []string
+	fields := strings.Split(path, ".")
+	for i := range fields {
+		present = append(present, "has(object."+strings.Join(fields[:i+1], ".")+")")
+	}
+	initToo := "has(" + declared + ".initContainersToo) && " + declared + ".initContainersToo == true"
+	return "(" + strings.Join(present, " && ") + " && " + own("containers") + " && (!(" + initToo + ") || " + own("initContainers") + ") && " +
+		every("containers", obj) + " && " + every("initContainers", obj) + " && " + every("volumes", obj) + ")"
 }
 
 // celPath checks a dotted field path (or takes def when it is empty) and
