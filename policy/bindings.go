@@ -50,7 +50,7 @@ func PolicyLabelValue(policyName string) string {
 // MutatingPolicy(opts) returns with one Binding as params: its paramRef
 // names the Binding (a Binding that does not exist, or no longer, is
 // skipped), and its match resources keep it to the Binding's namespace
-// (besides where opts keep every binding out) and, when the Binding
+// (the policy keeps out of where opts say) and, when the Binding
 // selects its subject, to objects its selector matches, so that the
 // kube-apiserver drops a Binding that cannot name the object before it
 // evaluates anything. The binding's name is the policy's, the Binding's
@@ -71,9 +71,12 @@ func MutatingPolicyBinding(opts MutatingPolicyOptions, ref BindingRef) (*admissi
 			return nil, fmt.Errorf("policy: %s %s/%s: %w", opts.Kind, ref.Namespace, ref.Name, errs.ToAggregate())
 		}
 	}
-	namespaces := namespaceSelector(opts)
-	namespaces.MatchExpressions = append(namespaces.MatchExpressions, metav1.LabelSelectorRequirement{
-		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{ref.Namespace}})
+	// One label, not expressions: the kube-apiserver parses every
+	// binding's selectors on every request it admits (each requirement's
+	// key and values checked), so a binding's cost is per requirement;
+	// where the policy keeps out of (namespaceSelector) it tests once, in
+	// the policy's match constraints.
+	namespaces := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ref.Namespace}}
 	allow := admissionregistrationv1.AllowAction
 	equivalent := admissionregistrationv1.Equivalent
 	return &admissionregistrationv1.MutatingAdmissionPolicyBinding{

@@ -122,7 +122,9 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 // cores; bench/RESULTS.md, 2026-11-27); only a Binding that passes it
 // costs a mutation (a merge of an apply configuration). So an object no
 // Binding names pays a label-selector test per Binding of the kind (in
-// any namespace: the kube-apiserver tests every binding of a policy), and
+// any namespace: the kube-apiserver parses and tests every binding's
+// selectors on every request it admits, which is why a binding's
+// selectors hold as few requirements as they can), and
 // a Binding naming its subject by name one evaluation per create of its
 // kind in its namespace. A Binding passes the condition when:
 //
@@ -165,9 +167,9 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 // records the Binding, with its UID and the published generation, in the
 // subject's BoundAnnotation, in place of its earlier entry: the record
 // names exactly the change the subject carries. Objects labelled
-// ExcludeLabel=true are not matched. The binding's match resources keep
-// the policy out of ExcludedNamespaces and of namespaces opted out (or not
-// opted in), as on the webhook's path.
+// ExcludeLabel=true are not matched. The policy's match constraints keep
+// it out of ExcludedNamespaces and of namespaces opted out (or not opted
+// in), as on the webhook's path.
 //
 // Every expression guards what it reads with has(), so no Binding and no
 // subject makes the policy fail: with failurePolicy Fail, only a failure
@@ -203,7 +205,7 @@ func MutatingPolicy(opts MutatingPolicyOptions) (*admissionregistrationv1.Mutati
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
 			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: gvr.GroupVersion().String(), Kind: opts.Kind},
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules, MatchPolicy: &equivalent,
-				NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{}},
+				NamespaceSelector: namespaceSelector(opts), ObjectSelector: &metav1.LabelSelector{}},
 			MatchConditions:    opts.matchConditions(p, shapes),
 			Variables:          opts.variables(p),
 			Mutations:          []admissionregistrationv1.Mutation{mutation},

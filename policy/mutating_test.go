@@ -46,8 +46,8 @@ func TestMutatingPolicyRefusesBadOptions(t *testing.T) {
 	}
 }
 
-// TestMutatingPolicyNamespaceSelector checks where the binding lets the
-// policy act: as the webhook, never in the excluded namespaces, and by the
+// TestMutatingPolicyNamespaceSelector checks where the policy and its
+// bindings let it act: as the webhook, never in the excluded namespaces, and by the
 // namespace opt-out or opt-in labels.
 func TestMutatingPolicyNamespaceSelector(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "bindings.example.com", Version: "v1", Resource: "envbindings"}
@@ -66,14 +66,23 @@ func TestMutatingPolicyNamespaceSelector(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.Resource, tc.opts.Kind = gvr, "EnvBinding"
+			m, err := policy.MutatingPolicy(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, m.Spec.MatchConstraints.NamespaceSelector); diff != "" {
+				t.Errorf("policy's namespaceSelector (-want +got):\n%s", diff)
+			}
+			// Every binding is kept to its Binding's namespace, by one
+			// label: the kube-apiserver parses a binding's selectors on
+			// every request.
 			b, err := policy.MutatingPolicyBinding(tc.opts, policy.BindingRef{Namespace: "ns", Name: "env"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Every binding is kept to its Binding's namespace besides.
-			tc.want.MatchExpressions = append(tc.want.MatchExpressions, metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{"ns"}})
-			if diff := cmp.Diff(tc.want, b.Spec.MatchResources.NamespaceSelector); diff != "" {
-				t.Errorf("namespaceSelector (-want +got):\n%s", diff)
+			want := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "ns"}}
+			if diff := cmp.Diff(want, b.Spec.MatchResources.NamespaceSelector); diff != "" {
+				t.Errorf("binding's namespaceSelector (-want +got):\n%s", diff)
 			}
 		})
 	}
