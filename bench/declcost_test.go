@@ -146,6 +146,7 @@ func BenchmarkDeclarativeAdmissionCost(b *testing.B) {
 					})
 					b.Run(fmt.Sprintf("path=%s/bindings=%d/named=%v", p.name, n, named), func(b *testing.B) {
 						var create []time.Duration
+						controller0, server0 := proc.cpu(), pidsCPU(env.PIDs())
 						for b.Loop() {
 							d := deploymentLabelled(ns, fmt.Sprintf("d-%06d", next), app)
 							next++
@@ -160,6 +161,9 @@ func BenchmarkDeclarativeAdmissionCost(b *testing.B) {
 							}
 						}
 						reportLatencies(b, "create", create)
+						n := float64(len(create))
+						b.ReportMetric(float64((proc.cpu()-controller0).Microseconds())/1000/n, "controller-cpu-ms/create")
+						b.ReportMetric(float64((pidsCPU(env.PIDs())-server0).Microseconds())/1000/n, "server-cpu-ms/create")
 					})
 				}
 			}
