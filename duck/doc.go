@@ -60,6 +60,13 @@
 // TypedInformerFactory directly runs only when, and as long as, its caller
 // runs it.
 //
+// # Lists
+//
+// NewDynamicClient is client-go's dynamic client with a List that decodes
+// each page once (DecodeList): client-go reads a page three times over and
+// decodes all of it into a map it throws away before decoding each item,
+// which is most of what listing a selector's subjects costs a reconciler.
+//
 // # Resources
 //
 // NewRESTMapper and ResourceFor turn a kind into the resource the server

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -14,7 +15,9 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -465,3 +468,74 @@ func (r *deadlineRecorder) paced() []int64 {
 type iotestErrReader struct{ err error }
 
 func (r iotestErrReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestRefusedBodyIsReadToItsEnd checks that a request refused for the
+// memory budget (429) is answered after its body is read, over a real
+// connection: the client writes the whole body, reads the 429, and its
+// connection serves the next request. Answered unread, a body over 256
+// KiB makes net/http close the connection, and the client, still writing,
+// is reset (the kube-apiserver then fails the admission instead of
+// retrying the 429).
+func TestRefusedBodyIsReadToItsEnd(t *testing.T) {
+	const bodyLimit = 2 << 20
+	budget := 2*bodyReservation(bodyLimit) + 100<<10
+	small := reviewJSON(t, admissionV1, "uid", []byte(`{}`), false)
+	hog := newBlockingController(budget - bodyReservation(int64(len(small))) - 10000)
+	s := newTestServer(t, Options{MaxRequestBodyBytes: bodyLimit, MaxInFlightMemory: budget}, hog)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	held := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(srv.URL+"/block", "application/json", bytes.NewReader(small))
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	<-hog.entered
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	large := bytes.Repeat([]byte(" "), 3<<19) // 1.5 MiB
+	written := make(chan error, 1)
+	go func() {
+		_, err := fmt.Fprintf(conn, "POST /block HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(large))
+		if err == nil {
+			_, err = conn.Write(large)
+		}
+		written <- err
+	}()
+	replies := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(replies, nil)
+	if err != nil {
+		t.Fatalf("read the answer to the refused request: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Connection") == "close" {
+		t.Errorf("refused request: %s, Connection %q; want 429 on a connection kept open", resp.Status, resp.Header.Get("Connection"))
+	}
+	if err := <-written; err != nil {
+		t.Fatalf("write the refused request's body: %v", err)
+	}
+
+	close(hog.release)
+	if err := <-held; err != nil {
+		t.Fatalf("held request: %v", err)
+	}
+	if _, err := fmt.Fprintf(conn, "POST /block HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(small), small); err != nil {
+		t.Fatalf("next request on the connection: %v", err)
+	}
+	next, err := http.ReadResponse(replies, nil)
+	if err != nil {
+		t.Fatalf("next request on the connection: %v", err)
+	}
+	next.Body.Close()
+	if next.StatusCode != http.StatusOK {
+		t.Errorf("next request on the connection: %s, want 200", next.Status)
+	}
+}

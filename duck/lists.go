@@ -1,0 +1,152 @@
+package duck
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	kjson "sigs.k8s.io/json"
+)
+
+// NewDynamicClient returns a dynamic client for cfg, as
+// dynamic.NewForConfig does, whose List decodes each page once: every
+// item is decoded from the page's bytes once, as client-go decodes an
+// object. client-go's List reads a page three times over and decodes all
+// of it into a map it then throws away before decoding each item again:
+// twice the CPU, bytes and allocations of decoding the items, for a page
+// of 100 realistic Deployments (duck.BenchmarkDecodeList; bench/RESULTS.md,
+// 2026-11-27), and a reconciler binding a selector's subjects lists them
+// page by page.
+// Every other call is the dynamic client's.
+func NewDynamicClient(cfg *rest.Config) (dynamic.Interface, error) {
+	config := dynamic.ConfigFor(cfg)
+	httpClient, err := rest.HTTPClientFor(config)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(config, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	// As the dynamic client makes its own: no group version, every path
+	// absolute.
+	config.GroupVersion = nil
+	config.APIPath = "/"
+	raw, err := rest.UnversionedRESTClientForConfigAndClient(config, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &pagedDynamic{Interface: dyn, raw: raw}, nil
+}
+
+// pagedDynamic is a dynamic client whose List is listPage.
+type pagedDynamic struct {
+	dynamic.Interface
+	raw rest.Interface
+}
+
+func (d *pagedDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	return &pagedResource{NamespaceableResourceInterface: d.Interface.Resource(gvr), raw: d.raw, gvr: gvr}
+}
+
+type pagedResource struct {
+	dynamic.NamespaceableResourceInterface
+	raw rest.Interface
+	gvr schema.GroupVersionResource
+}
+
+func (r *pagedResource) Namespace(ns string) dynamic.ResourceInterface {
+	return &pagedNamespaced{ResourceInterface: r.NamespaceableResourceInterface.Namespace(ns), raw: r.raw, gvr: r.gvr, namespace: ns}
+}
+
+func (r *pagedResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	return listPage(ctx, r.raw, r.gvr, "", opts)
+}
+
+type pagedNamespaced struct {
+	dynamic.ResourceInterface
+	raw       rest.Interface
+	gvr       schema.GroupVersionResource
+	namespace string
+}
+
+func (r *pagedNamespaced) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	return listPage(ctx, r.raw, r.gvr, r.namespace, opts)
+}
+
+// listPage sends the dynamic client's LIST of gvr in namespace (all
+// namespaces when empty) and decodes the page with DecodeList.
+func listPage(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	if msgs := path.IsValidPathSegmentName(namespace); namespace != "" && len(msgs) > 0 {
+		return nil, fmt.Errorf("list %s in namespace %q: %s", gvr, namespace, strings.Join(msgs, "; "))
+	}
+	segments := []string{"api"}
+	if gvr.Group != "" {
+		segments = []string{"apis", gvr.Group}
+	}
+	segments = append(segments, gvr.Version)
+	if namespace != "" {
+		segments = append(segments, "namespaces", namespace)
+	}
+	segments = append(segments, gvr.Resource)
+	body, err := raw.Get().AbsPath(segments...).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, schema.GroupVersion{Version: "v1"}).
+		SetHeader("Accept", "application/json").
+		Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	return DecodeList(body)
+}
+
+// DecodeList decodes a LIST response's JSON into an UnstructuredList as
+// client-go's unstructured decoding does (field names case-sensitive,
+// integers as int64, an item without apiVersion and kind given the
+// list's, its kind without the "List" suffix), reading the page once and
+// each item once. It keeps the list's apiVersion, kind and metadata; a
+// kube-apiserver sends nothing else beside the items. A list without a
+// kind is an error, as it is to client-go.
+func DecodeList(data []byte) (*unstructured.UnstructuredList, error) {
+	var page struct {
+		APIVersion *string           `json:"apiVersion"`
+		Kind       *string           `json:"kind"`
+		Metadata   *map[string]any   `json:"metadata"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &page); err != nil {
+		return nil, fmt.Errorf("decode list: %w", err)
+	}
+	if page.Kind == nil || *page.Kind == "" {
+		return nil, fmt.Errorf("decode list: no kind in %.100q", data)
+	}
+	list := &unstructured.UnstructuredList{Object: map[string]any{}, Items: make([]unstructured.Unstructured, len(page.Items))}
+	if page.APIVersion != nil {
+		list.Object["apiVersion"] = *page.APIVersion
+	}
+	if page.Kind != nil {
+		list.Object["kind"] = *page.Kind
+	}
+	if page.Metadata != nil {
+		list.Object["metadata"] = *page.Metadata
+	}
+	apiVersion, itemKind := list.GetAPIVersion(), strings.TrimSuffix(list.GetKind(), "List")
+	for i, raw := range page.Items {
+		item := map[string]any{}
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &item); err != nil {
+			return nil, fmt.Errorf("decode list: item %d: %w", i, err)
+		}
+		list.Items[i].Object = item
+		if list.Items[i].GetKind() == "" && list.Items[i].GetAPIVersion() == "" {
+			list.Items[i].SetKind(itemKind)
+			list.Items[i].SetAPIVersion(apiVersion)
+		}
+	}
+	return list, nil
+}

@@ -1,0 +1,230 @@
+package duck_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/bindkit/bindkit/duck"
+)
+
+// clientGoList decodes a LIST response as client-go's dynamic client does.
+func clientGoList(data []byte) (*unstructured.UnstructuredList, error) {
+	obj, err := runtime.Decode(unstructured.UnstructuredJSONScheme, data)
+	if err != nil {
+		return nil, err
+	}
+	list, ok := obj.(*unstructured.UnstructuredList)
+	if !ok {
+		return nil, fmt.Errorf("decoded a %T, not a list", obj)
+	}
+	return list, nil
+}
+
+func deploymentPage(t testing.TB, n int) []byte {
+	t.Helper()
+	list := &appsv1.DeploymentList{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DeploymentList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next"}}
+	for i := range n {
+		d := realisticDeployment()
+		d.Name = fmt.Sprintf("d-%03d", i)
+		list.Items = append(list.Items, *d)
+	}
+	raw, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestDecodeListAsClientGo checks that DecodeList gives what client-go's
+// dynamic client decodes from the same page.
+func TestDecodeListAsClientGo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		page []byte
+	}{
+		{"a page of Deployments, items without kinds", deploymentPage(t, 3)},
+		{"empty", []byte(`{"apiVersion":"v1","kind":"PodList","metadata":{"resourceVersion":"7"},"items":[]}`)},
+		{"items null", []byte(`{"apiVersion":"v1","kind":"PodList","metadata":{},"items":null}`)},
+		{"an item null", []byte(`{"apiVersion":"v1","kind":"PodList","items":[null]}`)},
+		{"items with their own kinds", []byte(`{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"}}]}`)},
+		{"numbers", []byte(`{"apiVersion":"x/v1","kind":"WidgetList","items":[{"spec":{"int":3,"float":1.5,"big":9007199254740993,"exp":1e3,"neg":-0}}]}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := clientGoList(tc.page)
+			if err != nil {
+				t.Fatalf("client-go: %v", err)
+			}
+			got, err := duck.DecodeList(tc.page)
+			if err != nil {
+				t.Fatalf("DecodeList: %v", err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("DecodeList (-client-go +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDecodeListRefusesWhatIsNotAList checks that malformed pages are an
+// error naming what could not be read, never a panic.
+func TestDecodeListRefusesWhatIsNotAList(t *testing.T) {
+	for _, page := range []string{``, `[]`, `{"kind":"L","items":{}}`, `{"kind":"L","items":[1]}`, `{"kind":"L","items":[{"a":}]}`, `{"kind":"L","metadata":"x","items":[]}`, `{"items":[{"a":1}]}`} {
+		if _, err := duck.DecodeList([]byte(page)); err == nil {
+			t.Errorf("DecodeList(%q): no error", page)
+		}
+	}
+}
+
+// FuzzDecodeList checks, for any bytes, that DecodeList does not panic
+// and, wherever client-go decodes a list from them whose top level holds
+// only what a kube-apiserver sends (apiVersion and kind strings, metadata
+// an object, items), that DecodeList decodes the same list.
+func FuzzDecodeList(f *testing.F) {
+	f.Add(deploymentPage(f, 2))
+	f.Add([]byte(`{"apiVersion":"v1","kind":"PodList","items":[null,{"kind":"Pod"},{"apiVersion":"v1"}]}`))
+	f.Add([]byte(`{"kind":"WidgetList","items":[{"a":[1,2.5,{"b":null}]}],"metadata":{"continue":"c"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := duck.DecodeList(data)
+		want, wantErr := clientGoList(data)
+		if wantErr != nil || !asAPIServerSends(data) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("DecodeList: %v; client-go decoded %v", err, want)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("DecodeList (-client-go +got):\n%s", diff)
+		}
+	})
+}
+
+// asAPIServerSends reports whether data's top level holds only what a
+// LIST response of a kube-apiserver holds, each of its type.
+func asAPIServerSends(data []byte) bool {
+	var top map[string]any
+	if json.Unmarshal(data, &top) != nil || top == nil {
+		return false
+	}
+	if _, ok := top["items"]; !ok {
+		return false
+	}
+	for k, v := range top {
+		switch k {
+		case "apiVersion", "kind":
+			if _, ok := v.(string); !ok {
+				return false
+			}
+		case "metadata":
+			if _, ok := v.(map[string]any); !ok {
+				return false
+			}
+		case "items":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// TestNewDynamicClientListsAsClientGoWithRealAPIServer lists Deployments
+// page by page through NewDynamicClient and through client-go's dynamic
+// client, and checks that every page holds the same items.
+func TestNewDynamicClientListsAsClientGoWithRealAPIServer(t *testing.T) {
+	c := newCluster(t)
+	ctx := t.Context()
+	for i := range 5 {
+		d := realisticDeployment()
+		d.Name, d.Namespace, d.ResourceVersion, d.UID = fmt.Sprintf("paged-%d", i), c.ns, "", ""
+		d.Labels = map[string]string{"paged": c.ns}
+		if _, err := c.kube.AppsV1().Deployments(c.ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paged, err := duck.NewDynamicClient(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := appsv1.SchemeGroupVersion.WithResource("deployments")
+	for name, lister := range map[string]func(opts metav1.ListOptions) (*unstructured.UnstructuredList, error){
+		"namespaced": func(opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+			return paged.Resource(deployments).Namespace(c.ns).List(ctx, opts)
+		},
+		"all namespaces": func(opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+			return paged.Resource(deployments).List(ctx, opts)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts := metav1.ListOptions{Limit: 2, LabelSelector: "paged=" + c.ns}
+			var items int
+			for page := 1; ; page++ {
+				got, err := lister(opts)
+				if err != nil {
+					t.Fatalf("page %d: %v", page, err)
+				}
+				want, err := c.dynamic.Resource(deployments).Namespace(c.ns).List(ctx, opts)
+				if name == "all namespaces" {
+					want, err = c.dynamic.Resource(deployments).List(ctx, opts)
+				}
+				if err != nil {
+					t.Fatalf("page %d, client-go: %v", page, err)
+				}
+				if diff := cmp.Diff(want.Items, got.Items); diff != "" {
+					t.Errorf("page %d items (-client-go +NewDynamicClient):\n%s", page, diff)
+				}
+				if got.GetKind() != "DeploymentList" || got.GetAPIVersion() != "apps/v1" || (got.GetContinue() == "") != (want.GetContinue() == "") {
+					t.Errorf("page %d: %s %s continue %q, client-go's continue %q", page, got.GetAPIVersion(), got.GetKind(), got.GetContinue(), want.GetContinue())
+				}
+				items += len(got.Items)
+				if opts.Continue = got.GetContinue(); opts.Continue == "" {
+					break
+				}
+			}
+			if items != 5 {
+				t.Errorf("listed %d Deployments, want 5", items)
+			}
+		})
+	}
+	if _, err := paged.Resource(deployments).Namespace("../x").List(ctx, metav1.ListOptions{}); err == nil {
+		t.Error("a namespace with a slash: no error")
+	}
+}
+
+// BenchmarkDecodeList decodes a LIST page of 100 realistic Deployments
+// (duck.DecodeList against client-go's dynamic client's decoding) and
+// reads each item's pod template (Shape.FromUnstructured), as a
+// reconciler binding a selector's subjects does.
+func BenchmarkDecodeList(b *testing.B) {
+	page := deploymentPage(b, 100)
+	for _, impl := range []struct {
+		name   string
+		decode func([]byte) (*unstructured.UnstructuredList, error)
+	}{{"client-go", clientGoList}, {"bindkit", duck.DecodeList}} {
+		for _, withPod := range []bool{false, true} {
+			b.Run(fmt.Sprintf("impl=%s/withpod=%v", impl.name, withPod), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					list, err := impl.decode(page)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i := range list.Items {
+						if !withPod {
+							break
+						}
+						if _, err := duck.PodSpecable().FromUnstructured(&list.Items[i]); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
