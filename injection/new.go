@@ -59,11 +59,12 @@ func (opts Options) validate() error {
 	return nil
 }
 
-// New builds the kube, dynamic and discovery clients from cfg, a RESTMapper
-// over discovery, and an InformerSet over the clients, and returns a copy of
-// ctx that carries all of them (read them back with Config, KubeClient,
-// DynamicClient, MetadataClient, RESTMapper, Informers, KubeInformerFactory and
-// DuckInformerFactory). Nothing is started and the server is not contacted.
+// New builds the kube, dynamic (duck.NewDynamicClient) and discovery
+// clients from cfg, a RESTMapper over discovery, and an InformerSet over
+// the clients, and returns a copy of ctx that carries all of them (read
+// them back with Config, KubeClient, DynamicClient, MetadataClient,
+// RESTMapper, Informers, KubeInformerFactory and DuckInformerFactory).
+// Nothing is started and the server is not contacted.
 //
 // The informers live at most as long as ctx: when ctx ends, or on
 // InformerSet.Shutdown, they stop. The logger in ctx (controller/logging)
@@ -87,7 +88,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (context.Context, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("injection: kube client for %s: %w", cfg.Host, err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	// Its List decodes each page once: a selector's subjects are listed
+	// page by page when a Binding binds many.
+	dyn, err := duck.NewDynamicClient(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("injection: dynamic client for %s: %w", cfg.Host, err)
 	}
