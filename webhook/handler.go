@@ -329,9 +329,6 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if r.ContentLength > limit {
 		return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes (%s)", r.ContentLength, limit, s.opts.SettingName("MaxRequestBodyBytes"))}
 	}
-	if err := st.reserve(requestOverhead); err != nil {
-		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
-	}
 	readTimeout := s.opts.ReadTimeout
 	if timeout > 0 && timeout < readTimeout {
 		readTimeout = timeout
@@ -345,12 +342,17 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if r.ContentLength < 0 {
 		in = http.MaxBytesReader(w, r.Body, limit)
 	}
+	if err := st.reserve(requestOverhead); err != nil {
+		drain(in, 0, &pacer)
+		return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
+	}
 	body, err := readBody(in, r.ContentLength, limit, st.reserve, &pacer)
 	if err != nil {
 		if errors.Is(err, ErrOverBudget) {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, err.Error()}
 		}
 		if errors.Is(err, ErrOverloaded) {
+			drain(in, int64(len(body)), &pacer)
 			return nil, &reviewError{http.StatusTooManyRequests, err.Error()}
 		}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -435,6 +437,25 @@ func (p *bodyPacer) pace(n int64) {
 	}
 	if p.c != nil {
 		p.c.l.setDue(p.c, d)
+	}
+}
+
+// drain reads what is left of a body the server refuses for now (429)
+// into nothing, at the pace the body must keep (read bytes so far), so
+// that the client reads the answer: net/http closes a connection whose
+// unread body is over 256 KiB, and a client still writing the body is
+// then reset, often before it reads the 429. The kube-apiserver retries
+// a 429 with Retry-After, but fails the admission on a reset.
+func drain(r io.Reader, read int64, pacer *bodyPacer) {
+	buf := make([]byte, 8<<10) // small: refusals come in floods
+
+	for {
+		n, err := r.Read(buf)
+		read += int64(n)
+		if err != nil {
+			return
+		}
+		pacer.pace(read)
 	}
 }
 
