@@ -367,25 +367,41 @@ func (w *walk) run() {
 		})
 	}
 
-	// Admission: a Deployment, a bare Pod and a Job are bound as created.
-	w.poll("admission in force", func() (string, error) {
+	// Admission: a Deployment, a bare Pod and a Job are bound as created,
+	// once the webhook's configuration names each kind (programmed from
+	// the Bindings, a kind at a time as they are indexed): each is tried
+	// with a server-side dry run first.
+	newPod := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "single"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	}
+	newJob := func() *batchv1.Job {
+		jobTemplate := template("once")
+		jobTemplate.Spec.RestartPolicy = corev1.RestartPolicyNever
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"}, Spec: batchv1.JobSpec{Template: jobTemplate}}
+	}
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	w.poll("admission in force for Deployments, Pods and Jobs", func() (string, error) {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{"pod": "x"}},
 			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "x"}}, Template: template("x")}}
-		got, err := apps.Deployments(ns).Create(ctx, d, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got, err := apps.Deployments(ns).Create(ctx, d, dryRun)
 		if err != nil || !mounted(&got.Spec.Template.Spec) {
-			return "not mutated yet", err
+			return "Deployment not mutated yet", err
+		}
+		pod, err := w.kube.CoreV1().Pods(ns).Create(ctx, newPod(), dryRun)
+		if err != nil || !mounted(&pod.Spec) {
+			return "Pod not mutated yet", err
+		}
+		job, err := w.kube.BatchV1().Jobs(ns).Create(ctx, newJob(), dryRun)
+		if err != nil || !mounted(&job.Spec.Template.Spec) {
+			return "Job not mutated yet", err
 		}
 		return "", nil
 	})
-	pod, err := w.kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "single"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}, metav1.CreateOptions{})
+	pod, err := w.kube.CoreV1().Pods(ns).Create(ctx, newPod(), metav1.CreateOptions{})
 	if err != nil || !mounted(&pod.Spec) {
 		t.Errorf("bare Pod not bound at admission: %v", err)
 	}
-	jobTemplate := template("once")
-	jobTemplate.Spec.RestartPolicy = corev1.RestartPolicyNever
-	job, err := w.kube.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"},
-		Spec: batchv1.JobSpec{Template: jobTemplate}}, metav1.CreateOptions{})
+	job, err := w.kube.BatchV1().Jobs(ns).Create(ctx, newJob(), metav1.CreateOptions{})
 	if err != nil || !mounted(&job.Spec.Template.Spec) {
 		t.Errorf("Job not bound at admission: %v", err)
 	}
