@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -109,18 +108,8 @@ func BenchmarkDeploymentCreateLatency(b *testing.B) {
 
 	// The policy: one EnvBinding by selector, its Spec published.
 	opts := policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding"}
-	m, err := policy.MutatingPolicy(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, m, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	declared := createPolicy(b, kube, opts)
 	bindPolicy(b, kube, opts, policy.BindingRef{Namespace: "bench-policy", Name: "env", Selector: &metav1.LabelSelector{MatchLabels: labels}})
-	declared, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&declaredSpec)
-	if err != nil {
-		b.Fatal(err)
-	}
 	createBinding(b, dyn, "bench-policy", "env", map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
 		"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}, declared)
 	bound("bench-policy", func(d *appsv1.Deployment) bool { return len(d.Spec.Template.Spec.Volumes) > 0 })

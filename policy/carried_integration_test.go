@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -44,17 +43,7 @@ func TestMutatingPolicyMergesOnlyWhatChangesWithRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding", Name: "carried-env"}
-	m, err := policy.MutatingPolicy(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, m, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create MutatingAdmissionPolicy: %v", err)
-	}
-	declared, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&declaredSpec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	declared := createPolicy(t, kube, opts)
 	createBinding(t, dyn, ns, "env", map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, declared)
 	bindPolicy(t, kube, opts, policy.BindingRef{Namespace: ns, Name: "env"})
 	b, err := dyn.Resource(envBindings).Namespace(ns).Get(ctx, "env", metav1.GetOptions{})

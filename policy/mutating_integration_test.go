@@ -97,17 +97,7 @@ func TestMutatingPolicyMatchesDerivedDoOnEveryShapeWithRealAPIServer(t *testing.
 		}
 	}
 	opts := policy.MutatingPolicyOptions{Resource: envBindings, Kind: "EnvBinding"}
-	m, err := policy.MutatingPolicy(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, m, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create MutatingAdmissionPolicy: %v", err)
-	}
-	declared, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&declaredSpec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	declared := createPolicy(t, kube, opts)
 	shapes := shapeObjects("x")
 	for shapeName, s := range shapes {
 		u, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(s.obj)
@@ -241,6 +231,24 @@ func bindingName(shape string) string {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// createPolicy creates the mutating policy opts describe and returns
+// declaredSpec as a Binding publishes it.
+func createPolicy(t testing.TB, kube kubernetes.Interface, opts policy.MutatingPolicyOptions) (declared map[string]any) {
+	t.Helper()
+	m, err := policy.MutatingPolicy(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(t.Context(), m, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create MutatingAdmissionPolicy %s: %v", m.Name, err)
+	}
+	declared, err = runtime.DefaultUnstructuredConverter.ToUnstructured(&declaredSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return declared
+}
 
 // bindPolicy creates the policy's binding for the Binding ref names, as
 // the process's BindingSet does.
