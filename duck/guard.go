@@ -1,6 +1,7 @@
 package duck
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,6 +9,9 @@ import (
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/bindkit/bindkit/internal/jsonscan"
 )
 
 // Guard returns ops preceded by the JSON patch "test" operations that make
@@ -34,6 +38,27 @@ import (
 // operation's path does not resolve in obj, which means ops were not
 // computed from obj.
 func Guard(obj map[string]any, ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
+	return guard(mapDocument{obj}, ops)
+}
+
+// GuardJSON is Guard for an object held as the JSON the kube-apiserver
+// sent (an item of a RawList, say): the same tests with the same values,
+// read from raw. It decodes only the values it tests, not the object.
+func GuardJSON(raw []byte, ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
+	return guard(jsonDocument(raw), ops)
+}
+
+// document is the object Guard reads.
+type document interface {
+	// at returns the value at tokens, decoded as the dynamic client
+	// decodes it, and whether there is one.
+	at(tokens []string) (any, bool)
+	// kind returns the first byte of the JSON of the value at tokens
+	// ('{' an object, '[' a list), and whether there is one.
+	kind(tokens []string) (byte, bool)
+}
+
+func guard(doc document, ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
 	var tests []jsonpatch.Operation
 	tested := map[string]bool{}
 	test := func(path string, value any) {
@@ -47,42 +72,42 @@ func Guard(obj map[string]any, ops []jsonpatch.Operation) ([]jsonpatch.Operation
 		if err != nil {
 			return nil, err
 		}
-		parent, ok := resolve(obj, tokens[:len(tokens)-1])
+		parent := tokens[:len(tokens)-1]
+		parentKind, ok := doc.kind(parent)
 		if !ok {
 			return nil, fmt.Errorf("guard %s %s: parent not in the object", op.Operation, op.Path)
 		}
 		// Identity of every list element the path goes through.
-		var cur any = obj
-		for i, tok := range tokens[:len(tokens)-1] {
-			cur = child(cur, tok)
-			if _, inList := childOfList(obj, tokens[:i+1]); inList {
-				if m, ok := cur.(map[string]any); ok {
-					if name, ok := m["name"].(string); ok {
-						test(joinPointer(tokens[:i+1])+"/name", name)
-					}
+		for i := range parent {
+			if k, _ := doc.kind(tokens[:i]); k != '[' {
+				continue
+			}
+			if name, ok := doc.at(append(tokens[:i+1:i+1], "name")); ok {
+				if name, ok := name.(string); ok {
+					test(joinPointer(tokens[:i+1])+"/name", name)
 				}
 			}
 		}
-		last := tokens[len(tokens)-1]
 		switch op.Operation {
 		case "replace", "remove":
-			old, ok := lookup(parent, last)
+			old, ok := doc.at(tokens)
 			if !ok {
 				return nil, fmt.Errorf("guard %s %s: no such member in the object", op.Operation, op.Path)
 			}
 			test(op.Path, old)
 		case "add":
-			switch p := parent.(type) {
-			case []any:
-				test(joinPointer(tokens[:len(tokens)-1]), p)
-			case map[string]any:
-				if old, ok := p[last]; ok {
+			switch parentKind {
+			case '[':
+				list, _ := doc.at(parent)
+				test(joinPointer(parent), list)
+			case '{':
+				if old, ok := doc.at(tokens); ok {
 					test(op.Path, old)
 				} else {
 					test(op.Path, nil) // absent
 				}
 			default:
-				return nil, fmt.Errorf("guard add %s: parent is a %T, not an object or a list", op.Path, parent)
+				return nil, fmt.Errorf("guard add %s: parent is %s, not an object or a list", op.Path, jsonscan.KindOf(parentKind))
 			}
 		default:
 			return nil, fmt.Errorf("guard %s %s: unsupported operation", op.Operation, op.Path)
@@ -92,6 +117,111 @@ func Guard(obj map[string]any, ops []jsonpatch.Operation) ([]jsonpatch.Operation
 		return ops, nil
 	}
 	return append(tests, ops...), nil
+}
+
+// mapDocument is an object as the dynamic client decodes it.
+type mapDocument struct{ obj map[string]any }
+
+func (d mapDocument) at(tokens []string) (any, bool) { return resolve(d.obj, tokens) }
+
+func (d mapDocument) kind(tokens []string) (byte, bool) {
+	v, ok := resolve(d.obj, tokens)
+	if !ok {
+		return 0, false
+	}
+	switch v.(type) {
+	case map[string]any:
+		return '{', true
+	case []any:
+		return '[', true
+	case string:
+		return '"', true
+	case bool:
+		return 't', true
+	case nil:
+		return 'n', true
+	}
+	return '0', true
+}
+
+// jsonDocument is an object as JSON.
+type jsonDocument []byte
+
+func (d jsonDocument) at(tokens []string) (any, bool) {
+	raw, ok := d.locate(tokens)
+	if !ok {
+		return nil, false
+	}
+	var v any
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+func (d jsonDocument) kind(tokens []string) (byte, bool) {
+	raw, ok := d.locate(tokens)
+	if !ok {
+		return 0, false
+	}
+	return raw[0], true
+}
+
+// locate returns the JSON of the value at tokens, without the space
+// around it.
+func (d jsonDocument) locate(tokens []string) ([]byte, bool) {
+	cur := trimSpace(d)
+	for _, tok := range tokens {
+		if len(cur) == 0 {
+			return nil, false
+		}
+		var next []byte
+		switch cur[0] {
+		case '{':
+			next, _ = jsonscan.Member(cur, tok, 0)
+		case '[':
+			next = element(cur, tok)
+		}
+		if next == nil {
+			return nil, false
+		}
+		cur = trimSpace(next)
+	}
+	return cur, len(cur) > 0
+}
+
+// element returns the JSON of element tok (a decimal index, as lookup
+// reads it) of the JSON list raw, nil when there is none.
+func element(raw []byte, tok string) []byte {
+	want, err := strconv.Atoi(tok)
+	if err != nil || want < 0 || strconv.Itoa(want) != tok {
+		return nil
+	}
+	pos := 1 // after '['
+	for i := 0; ; i++ {
+		pos += len(raw[pos:]) - len(trimSpace(raw[pos:]))
+		if pos >= len(raw) || raw[pos] == ']' {
+			return nil
+		}
+		end, err := jsonscan.SkipValue(raw, pos, 1, 0)
+		if err != nil {
+			return nil
+		}
+		if i == want {
+			return raw[pos:end]
+		}
+		pos = end
+		pos += len(raw[pos:]) - len(trimSpace(raw[pos:]))
+		if pos >= len(raw) || raw[pos] != ',' {
+			return nil
+		}
+		pos++
+	}
+}
+
+// trimSpace drops JSON's white space around b.
+func trimSpace(b []byte) []byte {
+	return bytes.Trim(b, " \t\r\n")
 }
 
 // splitPointer splits a JSON pointer (RFC 6901) into unescaped tokens. The

@@ -1,18 +1,19 @@
 package duck
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"gomodules.xyz/jsonpatch/v2"
+	kjson "sigs.k8s.io/json"
 )
 
-func guardFixture(t *testing.T) map[string]any {
-	t.Helper()
-	var obj map[string]any
-	err := json.Unmarshal([]byte(`{
+// guardJSON is the object the Guard tests read, as the kube-apiserver
+// might send it (white space included).
+const guardJSON = `{
 		"metadata": {"name": "web", "resourceVersion": "7", "labels": {"app": "web"}},
 		"spec": {"replicas": 3, "template": {"spec": {
 			"containers": [
@@ -21,11 +22,26 @@ func guardFixture(t *testing.T) map[string]any {
 			],
 			"volumes": [{"name": "data", "emptyDir": {}}]
 		}}}
-	}`), &obj)
-	if err != nil {
+	}`
+
+// guardFixture is guardJSON as the dynamic client decodes it.
+func guardFixture(t *testing.T) map[string]any {
+	t.Helper()
+	var obj map[string]any
+	if err := kjson.UnmarshalCaseSensitivePreserveInts([]byte(guardJSON), &obj); err != nil {
 		t.Fatal(err)
 	}
 	return obj
+}
+
+// guards are Guard and GuardJSON, each given guardJSON.
+func guards(t *testing.T) map[string]func([]jsonpatch.Operation) ([]jsonpatch.Operation, error) {
+	return map[string]func([]jsonpatch.Operation) ([]jsonpatch.Operation, error){
+		"Guard": func(ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) { return Guard(guardFixture(t), ops) },
+		"GuardJSON": func(ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
+			return GuardJSON([]byte(guardJSON), ops)
+		},
+	}
 }
 
 func TestGuard(t *testing.T) {
@@ -74,16 +90,18 @@ func TestGuard(t *testing.T) {
 		},
 	}}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := Guard(guardFixture(t), tc.ops)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := append(append([]jsonpatch.Operation(nil), tc.want...), tc.ops...)
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("Guard (-want +got):\n%s", diff)
-			}
-		})
+		for name, guard := range guards(t) {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				got, err := guard(tc.ops)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := append(append([]jsonpatch.Operation(nil), tc.want...), tc.ops...)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", name, diff)
+				}
+			})
+		}
 	}
 }
 
@@ -94,11 +112,53 @@ func TestGuardRefusesAPatchOfAnotherObject(t *testing.T) {
 		{Operation: "add", Path: "/spec/nothing/here", Value: 1},
 		{Operation: "move", Path: "/spec/replicas"},
 		{Operation: "add", Path: "no-slash", Value: 1},
+		{Operation: "add", Path: "/spec/replicas/x", Value: 1},
+		{Operation: "replace", Path: "/spec/template/spec/containers/01/image", Value: "x"},
+		{Operation: "replace", Path: "/spec/template/spec/containers/-1/image", Value: "x"},
 	} {
-		if _, err := Guard(guardFixture(t), []jsonpatch.Operation{op}); err == nil {
-			t.Errorf("Guard(%s %s) = nil error", op.Operation, op.Path)
+		for name, guard := range guards(t) {
+			if _, err := guard([]jsonpatch.Operation{op}); err == nil {
+				t.Errorf("%s(%s %s) = nil error", name, op.Operation, op.Path)
+			}
 		}
 	}
+}
+
+// FuzzGuardJSONAsGuard: GuardJSON of an object's JSON (compact or
+// indented, as encoding/json writes it, so with no key twice, as the
+// kube-apiserver writes it) guards an operation as Guard does the object
+// the dynamic client decodes, or both refuse it.
+func FuzzGuardJSONAsGuard(f *testing.F) {
+	f.Add([]byte(guardJSON), "/spec/template/spec/containers/0/env/1", uint8(0), false)
+	f.Add([]byte(guardJSON), "/spec/template/spec/volumes/0", uint8(1), true)
+	f.Add([]byte(guardJSON), "/metadata/labels/app", uint8(2), false)
+	f.Add([]byte(`{"a~b":{"c/d":[1,2.5,"x\u003c",null,true,{"name":"n"}]}}`), "/a~0b/c~1d/5/name", uint8(1), true)
+	f.Fuzz(func(t *testing.T, doc []byte, path string, op uint8, indent bool) {
+		var obj map[string]any
+		if kjson.UnmarshalCaseSensitivePreserveInts(doc, &obj) != nil || obj == nil {
+			return
+		}
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return
+		}
+		if indent {
+			var b bytes.Buffer
+			if err := json.Indent(&b, raw, " ", "\t"); err != nil {
+				t.Fatal(err)
+			}
+			raw = b.Bytes()
+		}
+		ops := []jsonpatch.Operation{{Operation: []string{"add", "replace", "remove"}[op%3], Path: path, Value: "v"}}
+		want, wantErr := Guard(obj, ops)
+		got, gotErr := GuardJSON(raw, ops)
+		if (wantErr != nil) != (gotErr != nil) {
+			t.Fatalf("Guard: %v, GuardJSON: %v (%s)", wantErr, gotErr, raw)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GuardJSON (-Guard +GuardJSON) of %s:\n%s", raw, diff)
+		}
+	})
 }
 
 func TestMarshalPatchKeepsEmptyValues(t *testing.T) {

@@ -81,9 +81,84 @@ func (r *pagedNamespaced) List(ctx context.Context, opts metav1.ListOptions) (*u
 	return listPage(ctx, r.raw, r.gvr, r.namespace, opts)
 }
 
+// ListRaw is List with the items left as JSON (RawLister).
+func (r *pagedNamespaced) ListRaw(ctx context.Context, opts metav1.ListOptions) (*RawList, error) {
+	body, err := getPage(ctx, r.raw, r.gvr, r.namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeRawList(body)
+}
+
+// RawLister is implemented by the namespaced resource clients of
+// NewDynamicClient's clients (Resource(gvr).Namespace(ns)): a LIST page
+// whose items are left as the JSON the kube-apiserver sent, for a caller
+// that decodes each item into what it needs (Shape.Decode, GuardJSON)
+// rather than into a map it converts again.
+type RawLister interface {
+	ListRaw(ctx context.Context, opts metav1.ListOptions) (*RawList, error)
+}
+
+// RawList is a LIST page with its items undecoded.
+type RawList struct {
+	// APIVersion and Kind are the items' (the list's kind without the
+	// "List" suffix): a kube-apiserver's JSON list of a built-in kind
+	// leaves them out of each item.
+	APIVersion, Kind string
+	// Continue is the page's continue token, empty on the last page.
+	Continue string
+	Items    []RawObject
+}
+
+// RawObject is an item of a RawList.
+type RawObject struct {
+	Name string // metadata.name
+	JSON []byte // the item as the kube-apiserver sent it
+}
+
+// DecodeRawList reads a LIST response's JSON into a RawList: the page is
+// validated whole, each item's name read, nothing else decoded. A list
+// without a kind, or an item without a name, is an error.
+func DecodeRawList(data []byte) (*RawList, error) {
+	var page struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Continue string `json:"continue"`
+		} `json:"metadata"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &page); err != nil {
+		return nil, fmt.Errorf("decode list: %w", err)
+	}
+	if page.Kind == "" {
+		return nil, fmt.Errorf("decode list: no kind in %.100q", data)
+	}
+	list := &RawList{APIVersion: page.APIVersion, Kind: strings.TrimSuffix(page.Kind, "List"), Continue: page.Metadata.Continue, Items: make([]RawObject, len(page.Items))}
+	for i, raw := range page.Items {
+		name, found := jsonDocument(raw).at([]string{"metadata", "name"})
+		s, ok := name.(string)
+		if !found || !ok || s == "" {
+			return nil, fmt.Errorf("decode list: item %d has no metadata.name", i)
+		}
+		list.Items[i] = RawObject{Name: s, JSON: raw}
+	}
+	return list, nil
+}
+
 // listPage sends the dynamic client's LIST of gvr in namespace (all
 // namespaces when empty) and decodes the page with DecodeList.
 func listPage(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	body, err := getPage(ctx, raw, gvr, namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeList(body)
+}
+
+// getPage sends the dynamic client's LIST of gvr in namespace (all
+// namespaces when empty) and returns the response's JSON.
+func getPage(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) ([]byte, error) {
 	if msgs := path.IsValidPathSegmentName(namespace); namespace != "" && len(msgs) > 0 {
 		return nil, fmt.Errorf("list %s in namespace %q: %s", gvr, namespace, strings.Join(msgs, "; "))
 	}
@@ -100,10 +175,7 @@ func listPage(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionRe
 		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, schema.GroupVersion{Version: "v1"}).
 		SetHeader("Accept", "application/json").
 		Do(ctx).Raw()
-	if err != nil {
-		return nil, err
-	}
-	return DecodeList(body)
+	return body, err
 }
 
 // DecodeList decodes a LIST response's JSON into an UnstructuredList as

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/duck"
 )
@@ -70,6 +71,54 @@ func TestDecodeListAsClientGo(t *testing.T) {
 				t.Errorf("DecodeList (-client-go +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDecodeRawListAsDecodeList checks that each item of DecodeRawList is
+// its item of DecodeList, read as JSON, with its name, and that the page's
+// kinds and continue token are those of DecodeList's.
+func TestDecodeRawListAsDecodeList(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		page []byte
+	}{
+		{"a page of Deployments, items without kinds", deploymentPage(t, 3)},
+		{"empty, the last page", []byte(`{"apiVersion":"v1","kind":"PodList","metadata":{"resourceVersion":"7"},"items":[]}`)},
+		{"a page with a continue token", []byte(`{"apiVersion":"x/v1","kind":"WidgetList","metadata":{"continue":"abc"},"items":[{"metadata":{"name":"w"},"spec":{"int":3,"big":9007199254740993}}]}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := duck.DecodeList(tc.page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := duck.DecodeRawList(tc.page)
+			if err != nil {
+				t.Fatalf("DecodeRawList: %v", err)
+			}
+			if got.APIVersion != want.GetAPIVersion() || got.Kind+"List" != want.GetKind() || got.Continue != want.GetContinue() || len(got.Items) != len(want.Items) {
+				t.Fatalf("DecodeRawList: %s %s continue %q, %d items; DecodeList: %s %s continue %q, %d items",
+					got.APIVersion, got.Kind, got.Continue, len(got.Items), want.GetAPIVersion(), want.GetKind(), want.GetContinue(), len(want.Items))
+			}
+			for i, item := range got.Items {
+				var obj map[string]any
+				if err := kjson.UnmarshalCaseSensitivePreserveInts(item.JSON, &obj); err != nil {
+					t.Fatal(err)
+				}
+				u := unstructured.Unstructured{Object: obj}
+				if u.GetKind() == "" {
+					u.SetKind(got.Kind)
+					u.SetAPIVersion(got.APIVersion)
+				}
+				if diff := cmp.Diff(want.Items[i], u); diff != "" || item.Name != want.Items[i].GetName() {
+					t.Errorf("item %d, named %q (-DecodeList +DecodeRawList):\n%s", i, item.Name, diff)
+				}
+			}
+		})
+	}
+	for _, page := range []string{``, `[]`, `{"items":[]}`, `{"kind":"L","items":[{"metadata":{}}]}`, `{"kind":"L","items":[{"metadata":{"name":7}}]}`, `{"kind":"L","items":[{"a":}]}`} {
+		if _, err := duck.DecodeRawList([]byte(page)); err == nil {
+			t.Errorf("DecodeRawList(%q): no error", page)
+		}
 	}
 }
 
@@ -182,6 +231,24 @@ func TestNewDynamicClientListsAsClientGoWithRealAPIServer(t *testing.T) {
 				if got.GetKind() != "DeploymentList" || got.GetAPIVersion() != "apps/v1" || (got.GetContinue() == "") != (want.GetContinue() == "") {
 					t.Errorf("page %d: %s %s continue %q, client-go's continue %q", page, got.GetAPIVersion(), got.GetKind(), got.GetContinue(), want.GetContinue())
 				}
+				if raw, ok := paged.Resource(deployments).Namespace(c.ns).(duck.RawLister); name == "namespaced" && ok {
+					rl, err := raw.ListRaw(ctx, opts)
+					if err != nil {
+						t.Fatalf("page %d, ListRaw: %v", page, err)
+					}
+					var names, wantNames []string
+					for _, item := range rl.Items {
+						names = append(names, item.Name)
+					}
+					for _, item := range want.Items {
+						wantNames = append(wantNames, item.GetName())
+					}
+					if diff := cmp.Diff(wantNames, names); diff != "" || rl.Kind != "Deployment" || rl.APIVersion != "apps/v1" || (rl.Continue == "") != (want.GetContinue() == "") {
+						t.Errorf("page %d, ListRaw: %s %s continue %q; names (-client-go +ListRaw):\n%s", page, rl.APIVersion, rl.Kind, rl.Continue, diff)
+					}
+				} else if name == "namespaced" {
+					t.Error("NewDynamicClient's namespaced resource is no duck.RawLister")
+				}
 				items += len(got.Items)
 				if opts.Continue = got.GetContinue(); opts.Continue == "" {
 					break
@@ -200,17 +267,34 @@ func TestNewDynamicClientListsAsClientGoWithRealAPIServer(t *testing.T) {
 // BenchmarkDecodeList decodes a LIST page of 100 realistic Deployments
 // (duck.DecodeList against client-go's dynamic client's decoding) and
 // reads each item's pod template (Shape.FromUnstructured), as a
-// reconciler binding a selector's subjects does.
+// reconciler binding a selector's subjects did; impl=raw is what it does
+// now: DecodeRawList, and each item's template decoded from its JSON
+// (Shape.Decode).
 func BenchmarkDecodeList(b *testing.B) {
 	page := deploymentPage(b, 100)
 	for _, impl := range []struct {
 		name   string
 		decode func([]byte) (*unstructured.UnstructuredList, error)
-	}{{"client-go", clientGoList}, {"bindkit", duck.DecodeList}} {
+	}{{"client-go", clientGoList}, {"bindkit", duck.DecodeList}, {"raw", nil}} {
 		for _, withPod := range []bool{false, true} {
 			b.Run(fmt.Sprintf("impl=%s/withpod=%v", impl.name, withPod), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
+					if impl.decode == nil {
+						list, err := duck.DecodeRawList(page)
+						if err != nil {
+							b.Fatal(err)
+						}
+						for _, item := range list.Items {
+							if !withPod {
+								break
+							}
+							if _, err := duck.PodSpecable().Decode(item.JSON); err != nil {
+								b.Fatal(err)
+							}
+						}
+						continue
+					}
 					list, err := impl.decode(page)
 					if err != nil {
 						b.Fatal(err)

@@ -3,8 +3,6 @@ package psbinding
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/bindkit/bindkit/duck"
 )
 
@@ -22,7 +20,7 @@ func (ac *AdmissionReconciler) Companions(group, kind, namespace, name string, l
 }
 
 // companionApps are the other Bindings whose change a patch that binds b
-// to the subject u (read as before) carries too: each Binding admission
+// to the subject (read as before) carries too: each Binding admission
 // would apply to the subject (Companions) that the subject does not
 // record at all, is not held from, that is not being deleted and that no
 // rollout paces (no policy, not paused, not undone), when b's own change
@@ -33,12 +31,12 @@ func (ac *AdmissionReconciler) Companions(group, kind, namespace, name string, l
 // subject done. A subject that records a companion at another generation
 // is left to that Binding's reconcile, which knows how to take the old
 // one back. A companion whose context cannot be prepared is left out.
-func (r *BaseReconciler) companionApps(ctx context.Context, b Bindable, s *subject, w work, u *unstructured.Unstructured, before *duck.WithPod) []application {
+func (r *BaseReconciler) companionApps(ctx context.Context, b Bindable, s *subject, w work, before *duck.WithPod) []application {
 	if r.Companions == nil || !w.bind || w.paced != nil || w.undo != nil || r.paced(b) {
 		return nil
 	}
 	var apps []application
-	for _, c := range r.Companions(s.gvk.Group, s.gvk.Kind, u.GetNamespace(), u.GetName(), u.GetLabels()) {
+	for _, c := range r.Companions(s.gvk.Group, s.gvk.Kind, before.Namespace, before.Name, before.Labels) {
 		if c.GetName() == b.GetName() || c.GetDeletionTimestamp() != nil || r.paced(c) {
 			continue
 		}

@@ -163,8 +163,13 @@ func (h *harness) start(t *testing.T) {
 	var reconcilerImpl *controller.Impl
 	enqueue := func(o tracker.Observer) { reconcilerImpl.EnqueueNamespacedName(o.NamespacedName) }
 	trk := tracker.New(enqueue, time.Hour)
+	// The dynamic client of the path users run (injection.New's).
+	dynamicClient, err := duck.NewDynamicClient(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &BaseReconciler{
-		GVR: envBindingsGVR, Get: get, DynamicClient: dynamic.NewForConfigOrDie(counted), Mapper: mapper, Tracker: trk,
+		GVR: envBindingsGVR, Get: get, DynamicClient: dynamicClient, Mapper: mapper, Tracker: trk,
 		Recorder: controller.NewEventRecorder(ctx, h.kube, nil, "envbindings"),
 	}
 	handler, err := NewSubjectEventHandler(SubjectEventOptions{Tracker: trk, Notify: enqueue, RollingOut: r.RollingOut,

@@ -434,12 +434,12 @@ func rollbackPatch(shape duck.Shape, u *unstructured.Unstructured, by duck.Bound
 }
 
 // recordChange writes into after (a copy, when it changes anything) the
-// records of w's change by (at generation) of the subject u, which before
+// records of w's change by (at generation) of the subject o, which before
 // decodes: under a rollout policy, the change (its wave and time), the
 // end of any hold of by, and, with rollback, how to take the change back;
 // without one, by's rollout records go, since they describe an earlier
 // change; an unbinding without one removes every record of by.
-func recordChange(shape duck.Shape, u *unstructured.Unstructured, by duck.BoundBy, generation int64, w work, before, after *duck.WithPod) (*duck.WithPod, error) {
+func recordChange(shape duck.Shape, o *observed, by duck.BoundBy, generation int64, w work, before, after *duck.WithPod) (*duck.WithPod, error) {
 	marked := after.DeepCopy()
 	switch {
 	case w.paced == nil && !w.bind:
@@ -461,6 +461,10 @@ func recordChange(shape duck.Shape, u *unstructured.Unstructured, by duck.BoundB
 		var rb *duck.Rollback
 		if w.rollback {
 			var err error
+			u, err := o.object()
+			if err != nil {
+				return nil, err
+			}
 			if rb, err = rollbackOf(shape, u, by, before, after); err != nil {
 				return nil, err
 			}

@@ -51,7 +51,7 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 		return 0, nil
 	}
 	p := &patchRun{sem: r.slots()}
-	start := func(w work, first *unstructured.Unstructured, lock *subjectLock) {
+	start := func(w work, first *observed, lock *subjectLock) {
 		p.sem <- struct{}{}
 		p.wg.Go(func() {
 			defer func() { r.subjectLocks.unlock(lock); <-p.sem }()
@@ -68,7 +68,7 @@ func (r *BaseReconciler) patchSubjects(ctx, mctx context.Context, b Bindable, s 
 	// rather than waited for in turn: reconciles of Bindings that select
 	// the same subjects spread over them instead of queueing at each.
 	var later []work
-	patch := func(w work, first *unstructured.Unstructured) {
+	patch := func(w work, first *observed) {
 		if lock, ok := r.subjectLocks.tryLock(s.key(w.name)); ok {
 			start(w, first, lock)
 			return
@@ -148,7 +148,7 @@ func binds(todo []work) int {
 // relabelled since the cache saw them, everything after a failed LIST),
 // which the caller reads one by one: a failed LIST loses nothing. The next
 // page is read while the last one's subjects are patched (listPages).
-func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []work, patch func(work, *unstructured.Unstructured)) []work {
+func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []work, patch func(work, *observed)) []work {
 	sel, err := s.ref.LabelSelector()
 	if err != nil {
 		return todo
@@ -160,14 +160,13 @@ func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []wor
 		}
 	}
 	for page := range r.listPages(ctx, s, sel.String()) {
-		for i := range page.Items {
-			u := &page.Items[i]
-			w, ok := pending[u.GetName()]
+		for _, item := range page {
+			w, ok := pending[item.name]
 			if !ok {
 				continue
 			}
-			delete(pending, u.GetName())
-			patch(w, u) // the work as it is: its paced change and rollback too
+			delete(pending, item.name)
+			patch(w, item.obj) // the work as it is: its paced change and rollback too
 		}
 		if len(pending) == 0 {
 			break
@@ -188,11 +187,13 @@ func (r *BaseReconciler) patchListed(ctx context.Context, s *subject, todo []wor
 // most two pages are held at once. The pages end at the last one, at the
 // first failure (an expired continue token, say: the caller reads what no
 // page held one by one), or when ctx ends; a caller that stops early
-// loses nothing and leaves no goroutine behind.
-func (r *BaseReconciler) listPages(ctx context.Context, s *subject, selector string) iter.Seq[*unstructured.UnstructuredList] {
-	return func(yield func(*unstructured.UnstructuredList) bool) {
+// loses nothing and leaves no goroutine behind. A dynamic client whose
+// resources are duck.RawListers (duck.NewDynamicClient's) gives the items
+// as JSON (observed).
+func (r *BaseReconciler) listPages(ctx context.Context, s *subject, selector string) iter.Seq[[]listed] {
+	return func(yield func([]listed) bool) {
 		ctx, cancel := context.WithCancel(ctx)
-		pages := make(chan *unstructured.UnstructuredList) // unbuffered: one page read ahead, no more
+		pages := make(chan []listed) // unbuffered: one page read ahead, no more
 		done := make(chan struct{})
 		defer func() { cancel(); <-done }()
 		go func() {
@@ -201,7 +202,7 @@ func (r *BaseReconciler) listPages(ctx context.Context, s *subject, selector str
 			client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
 			opts := metav1.ListOptions{LabelSelector: selector, Limit: listPageSize}
 			for ctx.Err() == nil {
-				page, err := client.List(ctx, opts)
+				page, next, err := listPage(ctx, client, opts)
 				if err != nil {
 					return
 				}
@@ -210,7 +211,7 @@ func (r *BaseReconciler) listPages(ctx context.Context, s *subject, selector str
 				case <-ctx.Done():
 					return
 				}
-				if opts.Continue = page.GetContinue(); opts.Continue == "" {
+				if opts.Continue = next; opts.Continue == "" {
 					return
 				}
 			}
@@ -221,6 +222,37 @@ func (r *BaseReconciler) listPages(ctx context.Context, s *subject, selector str
 			}
 		}
 	}
+}
+
+// listed is a subject a LIST page held.
+type listed struct {
+	name string
+	obj  *observed
+}
+
+// listPage reads one page of client's LIST and returns its subjects and
+// the continue token of the next.
+func listPage(ctx context.Context, client dynamic.ResourceInterface, opts metav1.ListOptions) ([]listed, string, error) {
+	if raw, ok := client.(duck.RawLister); ok {
+		page, err := raw.ListRaw(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		items := make([]listed, len(page.Items))
+		for i, item := range page.Items {
+			items[i] = listed{name: item.Name, obj: &observed{raw: item.JSON, apiVersion: page.APIVersion, kind: page.Kind}}
+		}
+		return items, page.Continue, nil
+	}
+	page, err := client.List(ctx, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	items := make([]listed, len(page.Items))
+	for i := range page.Items {
+		items[i] = listed{name: page.Items[i].GetName(), obj: &observed{u: &page.Items[i]}}
+	}
+	return items, page.GetContinue(), nil
 }
 
 // classify turns the subjects' errors into what reconcileBinding reports:
@@ -296,7 +328,7 @@ func summarize(errs []error) error {
 // patches it instead of reading the subject (the guard makes a stale first
 // as safe as a stale read), unless this process patched the subject
 // recently (subjectLocks). The caller holds the subject's lock.
-func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *subject, w work, first *unstructured.Unstructured) error {
+func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *subject, w work, first *observed) error {
 	client := r.DynamicClient.Resource(s.gvr).Namespace(s.ref.Namespace)
 	subjectName := fmt.Sprintf("%s %s/%s", s.gvr.GroupResource(), s.ref.Namespace, w.name)
 	name := fmt.Sprintf("%s: subject %s", describe(b), subjectName)
@@ -312,9 +344,11 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		first = nil // maybe patched since it was listed: read it from etcd
 	}
 	for attempt := 1; ; attempt++ {
-		u, err := first, error(nil)
-		if u == nil {
+		o, err := first, error(nil)
+		if o == nil {
+			var u *unstructured.Unstructured
 			u, err = readSubject(ctx, client, w.name, attempt == 1 && !fresh)
+			o = &observed{u: u}
 		}
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -322,28 +356,29 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return fmt.Errorf("%s: read: %w", name, err)
 		}
-		if u.GetDeletionTimestamp() != nil {
+		before, err := o.pod(s.shape)
+		if o.deleting(before) {
 			return nil
 		}
-		before, err := s.shape.FromUnstructured(u)
 		if err != nil {
 			return readError(name, s, err)
 		}
-		pl, err := r.planWithCompanions(mctx, b, by, s, w, u, before, lastRejected == "")
+		resourceVersion := before.ResourceVersion
+		pl, err := r.planWithCompanions(mctx, b, by, s, w, o, before, lastRejected == "")
 		if _, ok := errors.AsType[*PanicError](err); ok {
 			return nameSubject(err, subjectName)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if lastRejected != "" && u.GetResourceVersion() == lastRejected {
+		if lastRejected != "" && resourceVersion == lastRejected {
 			// Refused although nothing changed: the patch itself is wrong.
 			return refused(name, s.shape, pl.app, pl.before, pl.after, lastRefusal)
 		}
 		if len(pl.ops) == 0 {
 			return nil
 		}
-		body, err := guardedPatch(u, pl.ops)
+		body, err := guardedPatch(o, pl.ops)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -364,7 +399,7 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		}
 		// A failed test comes back as 422 Invalid. If the subject did not
 		// change meanwhile, the next read says so and the loop ends above.
-		lastRejected, lastRefusal, first = u.GetResourceVersion(), err, nil
+		lastRejected, lastRefusal, first = resourceVersion, err, nil
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", name, ctx.Err())
@@ -378,14 +413,14 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 // (companionApps) when withCompanions (not after a refused patch), or
 // without them when planning with them fails: a companion's failure is
 // its own reconcile's to report.
-func (r *BaseReconciler) planWithCompanions(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w work, u *unstructured.Unstructured, before *duck.WithPod, withCompanions bool) (plannedPatch, error) {
+func (r *BaseReconciler) planWithCompanions(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w work, o *observed, before *duck.WithPod, withCompanions bool) (plannedPatch, error) {
 	var companions []application
 	if withCompanions {
-		companions = r.companionApps(mctx, b, s, w, u, before)
+		companions = r.companionApps(mctx, b, s, w, before)
 	}
-	pl, err := planPatch(mctx, b, by, s, w, u, before, companions)
+	pl, err := planPatch(mctx, b, by, s, w, o, before, companions)
 	if err != nil && len(companions) > 0 {
-		return planPatch(mctx, b, by, s, w, u, before, nil)
+		return planPatch(mctx, b, by, s, w, o, before, nil)
 	}
 	return pl, err
 }
@@ -399,13 +434,13 @@ type plannedPatch struct {
 	app           application
 }
 
-// planPatch computes what w does to the subject u, read as before, that
+// planPatch computes what w does to the subject o, read as before, that
 // records b as by: Do or Undo on its pod template, and the records of the
 // change in the same patch. An unbinding of a subject that does not carry
 // b (only b's hold or rollout records) removes the records and runs no
 // Undo. The companions' changes (companionApps) go first, in the same
 // patch. A *PanicError is the Binding's code's.
-func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w work, u *unstructured.Unstructured, before *duck.WithPod, companions []application) (plannedPatch, error) {
+func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w work, o *observed, before *duck.WithPod, companions []application) (plannedPatch, error) {
 	var err error
 	apps := append(companions[:len(companions):len(companions)], applications(mctx, b, by, w, true)...)
 	pl := plannedPatch{before: before, after: before, app: apps[len(apps)-1]}
@@ -414,7 +449,7 @@ func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w 
 			return plannedPatch{}, err
 		}
 	}
-	marked, err := recordChange(s.shape, u, by, b.GetGeneration(), w, before, pl.after)
+	marked, err := recordChange(s.shape, o, by, b.GetGeneration(), w, before, pl.after)
 	if err != nil || marked == pl.after {
 		return pl, err
 	}
@@ -425,10 +460,10 @@ func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w 
 	return pl, nil
 }
 
-// guardedPatch is ops, guarded against u (duck.Guard), as the body of a
-// JSON patch.
-func guardedPatch(u *unstructured.Unstructured, ops []jsonpatch.JsonPatchOperation) ([]byte, error) {
-	guarded, err := duck.Guard(u.Object, ops)
+// guardedPatch is ops, guarded against the subject as o read it
+// (duck.Guard), as the body of a JSON patch.
+func guardedPatch(o *observed, ops []jsonpatch.JsonPatchOperation) ([]byte, error) {
+	guarded, err := o.guard(ops)
 	if err != nil {
 		return nil, err
 	}

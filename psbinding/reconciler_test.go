@@ -2,6 +2,7 @@ package psbinding
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/metadata"
 	k8stesting "k8s.io/client-go/testing"
@@ -666,17 +668,22 @@ func (r countingResource) Patch(ctx context.Context, name string, pt types.Patch
 // A selector that binds many subjects reads them with LISTs of the
 // selector, not a GET each, and the patches go through the metadata client
 // when the reconciler has one; a few subjects are read one by one.
+// With a dynamic client whose resources are duck.RawListers (as
+// duck.NewDynamicClient's are), the pages come as JSON and the subjects are
+// bound alike.
 func TestBaseReconcilerReadsManySubjectsWithLists(t *testing.T) {
 	for _, tc := range []struct {
 		subjects            int
+		raw                 bool
 		wantGets, wantLists int
 	}{
 		{subjects: listThreshold - 1, wantGets: listThreshold - 1, wantLists: 0},
 		// The fake ignores Limit (one page), and its watch holds 100 events:
 		// more subjects than that would overflow it while the informer reads.
 		{subjects: listThreshold + 10, wantGets: 0, wantLists: 1},
+		{subjects: listThreshold + 10, raw: true, wantGets: 0, wantLists: 1},
 	} {
-		t.Run(fmt.Sprint(tc.subjects), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/raw=%v", tc.subjects, tc.raw), func(t *testing.T) {
 			objects := []runtime.Object{
 				newEnvBinding("ns", "gh", deploymentRef("ns", "", matchLabels("app", "web")), "TOKEN", "t"),
 				testDeployment("ns", "other", map[string]string{"app": "other"}),
@@ -687,6 +694,9 @@ func TestBaseReconcilerReadsManySubjectsWithLists(t *testing.T) {
 			f := newReconcilerFixture(t, objects...)
 			var patches atomic.Int64
 			f.r.MetadataClient = countingMetadata{injectiontest.MetadataFromDynamic(f.client), &patches}
+			if tc.raw {
+				f.r.DynamicClient = rawListing{f.client}
+			}
 			if _, _, err := f.r.Factory.Get(context.Background(), deploymentsGVR); err != nil {
 				t.Fatal(err)
 			}
@@ -719,6 +729,48 @@ func TestBaseReconcilerReadsManySubjectsWithLists(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rawListing is a dynamic client whose namespaced resources are
+// duck.RawListers, as duck.NewDynamicClient's are: each page is the JSON a
+// kube-apiserver sends (items without apiVersion and kind), read by
+// duck.DecodeRawList.
+type rawListing struct{ dynamic.Interface }
+
+func (c rawListing) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	return rawListingResource{c.Interface.Resource(gvr)}
+}
+
+type rawListingResource struct {
+	dynamic.NamespaceableResourceInterface
+}
+
+func (r rawListingResource) Namespace(ns string) dynamic.ResourceInterface {
+	return rawListingNamespaced{r.NamespaceableResourceInterface.Namespace(ns)}
+}
+
+type rawListingNamespaced struct{ dynamic.ResourceInterface }
+
+func (r rawListingNamespaced) ListRaw(ctx context.Context, opts metav1.ListOptions) (*duck.RawList, error) {
+	list, err := r.List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]any, len(list.Items))
+	for i, item := range list.Items {
+		obj := item.DeepCopy().Object
+		delete(obj, "apiVersion")
+		delete(obj, "kind")
+		items[i] = obj
+	}
+	data, err := json.Marshal(map[string]any{
+		"apiVersion": "apps/v1", "kind": "DeploymentList",
+		"metadata": map[string]any{"continue": list.GetContinue()}, "items": items,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return duck.DecodeRawList(data)
 }
 
 // TestPatchConcurrencySharedByReconciles checks that PatchConcurrency bounds

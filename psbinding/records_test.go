@@ -48,7 +48,7 @@ func TestRecordChangeThenRollBack(t *testing.T) {
 	}
 	since := time.Unix(1700000000, 0).UTC()
 	w := work{name: "web", bind: true, paced: &duck.Change{Generation: 3, Wave: 2, Since: since}, rollback: true}
-	marked, err := recordChange(shape, u, by, 3, w, before, after)
+	marked, err := recordChange(shape, &observed{u: u}, by, 3, w, before, after)
 	if err != nil {
 		t.Fatal(err)
 	}
