@@ -45,7 +45,7 @@ func Guard(obj map[string]any, ops []jsonpatch.Operation) ([]jsonpatch.Operation
 // sent (an item of a RawList, say): the same tests with the same values,
 // read from raw. It decodes only the values it tests, not the object.
 func GuardJSON(raw []byte, ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
-	return guard(jsonDocument(raw), ops)
+	return guard(newJSONDocument(raw), ops)
 }
 
 // document is the object Guard reads.
@@ -144,10 +144,19 @@ func (d mapDocument) kind(tokens []string) (byte, bool) {
 	return '0', true
 }
 
-// jsonDocument is an object as JSON.
-type jsonDocument []byte
+// jsonDocument is an object as JSON. It remembers where it found each
+// value it located (by the tokens' path), so that the operations of one
+// patch, whose paths share their beginnings, scan the object about once.
+type jsonDocument struct {
+	raw   []byte
+	found map[string][]byte
+}
 
-func (d jsonDocument) at(tokens []string) (any, bool) {
+func newJSONDocument(raw []byte) *jsonDocument {
+	return &jsonDocument{raw: trimSpace(raw), found: map[string][]byte{}}
+}
+
+func (d *jsonDocument) at(tokens []string) (any, bool) {
 	raw, ok := d.locate(tokens)
 	if !ok {
 		return nil, false
@@ -159,7 +168,7 @@ func (d jsonDocument) at(tokens []string) (any, bool) {
 	return v, true
 }
 
-func (d jsonDocument) kind(tokens []string) (byte, bool) {
+func (d *jsonDocument) kind(tokens []string) (byte, bool) {
 	raw, ok := d.locate(tokens)
 	if !ok {
 		return 0, false
@@ -169,26 +178,36 @@ func (d jsonDocument) kind(tokens []string) (byte, bool) {
 
 // locate returns the JSON of the value at tokens, without the space
 // around it.
-func (d jsonDocument) locate(tokens []string) ([]byte, bool) {
-	cur := trimSpace(d)
-	for _, tok := range tokens {
+func (d *jsonDocument) locate(tokens []string) ([]byte, bool) {
+	cur, from := d.raw, 0
+	for i := len(tokens); i > 0; i-- {
+		if v, ok := d.found[pathKey(tokens[:i])]; ok {
+			cur, from = v, i
+			break
+		}
+	}
+	for i := from; i < len(tokens); i++ {
 		if len(cur) == 0 {
 			return nil, false
 		}
 		var next []byte
 		switch cur[0] {
 		case '{':
-			next, _ = jsonscan.Member(cur, tok, 0)
+			next, _ = jsonscan.Member(cur, tokens[i], 0)
 		case '[':
-			next = element(cur, tok)
+			next = element(cur, tokens[i])
 		}
-		if next == nil {
+		if next = trimSpace(next); len(next) == 0 {
 			return nil, false
 		}
-		cur = trimSpace(next)
+		cur = next
+		d.found[pathKey(tokens[:i+1])] = cur
 	}
 	return cur, len(cur) > 0
 }
+
+// pathKey is tokens as one key: their JSON pointer.
+func pathKey(tokens []string) string { return joinPointer(tokens) }
 
 // element returns the JSON of element tok (a decimal index, as lookup
 // reads it) of the JSON list raw, nil when there is none.

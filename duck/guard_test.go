@@ -126,14 +126,14 @@ func TestGuardRefusesAPatchOfAnotherObject(t *testing.T) {
 
 // FuzzGuardJSONAsGuard: GuardJSON of an object's JSON (compact or
 // indented, as encoding/json writes it, so with no key twice, as the
-// kube-apiserver writes it) guards an operation as Guard does the object
+// kube-apiserver writes it) guards two operations as Guard does the object
 // the dynamic client decodes, or both refuse it.
 func FuzzGuardJSONAsGuard(f *testing.F) {
-	f.Add([]byte(guardJSON), "/spec/template/spec/containers/0/env/1", uint8(0), false)
-	f.Add([]byte(guardJSON), "/spec/template/spec/volumes/0", uint8(1), true)
-	f.Add([]byte(guardJSON), "/metadata/labels/app", uint8(2), false)
-	f.Add([]byte(`{"a~b":{"c/d":[1,2.5,"x\u003c",null,true,{"name":"n"}]}}`), "/a~0b/c~1d/5/name", uint8(1), true)
-	f.Fuzz(func(t *testing.T, doc []byte, path string, op uint8, indent bool) {
+	f.Add([]byte(guardJSON), "/spec/template/spec/containers/0/env/1", "/spec/template/spec/containers/0/image", uint8(0), false)
+	f.Add([]byte(guardJSON), "/spec/template/spec/volumes/0", "/spec/template/spec/volumes/0/name", uint8(1), true)
+	f.Add([]byte(guardJSON), "/metadata/labels/app", "/metadata/labels", uint8(2), false)
+	f.Add([]byte(`{"a~b":{"c/d":[1,2.5,"x\u003c",null,true,{"name":"n"}]}}`), "/a~0b/c~1d/5/name", "/a~0b/c~1d/1", uint8(1), true)
+	f.Fuzz(func(t *testing.T, doc []byte, path, path2 string, op uint8, indent bool) {
 		var obj map[string]any
 		if kjson.UnmarshalCaseSensitivePreserveInts(doc, &obj) != nil || obj == nil {
 			return
@@ -149,7 +149,8 @@ func FuzzGuardJSONAsGuard(f *testing.F) {
 			}
 			raw = b.Bytes()
 		}
-		ops := []jsonpatch.Operation{{Operation: []string{"add", "replace", "remove"}[op%3], Path: path, Value: "v"}}
+		kinds := []string{"add", "replace", "remove"}
+		ops := []jsonpatch.Operation{{Operation: kinds[op%3], Path: path, Value: "v"}, {Operation: kinds[op/3%3], Path: path2, Value: "w"}}
 		want, wantErr := Guard(obj, ops)
 		got, gotErr := GuardJSON(raw, ops)
 		if (wantErr != nil) != (gotErr != nil) {

@@ -136,7 +136,7 @@ func DecodeRawList(data []byte) (*RawList, error) {
 	}
 	list := &RawList{APIVersion: page.APIVersion, Kind: strings.TrimSuffix(page.Kind, "List"), Continue: page.Metadata.Continue, Items: make([]RawObject, len(page.Items))}
 	for i, raw := range page.Items {
-		name, found := jsonDocument(raw).at([]string{"metadata", "name"})
+		name, found := newJSONDocument(raw).at([]string{"metadata", "name"})
 		s, ok := name.(string)
 		if !found || !ok || s == "" {
 			return nil, fmt.Errorf("decode list: item %d has no metadata.name", i)
