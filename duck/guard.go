@@ -42,20 +42,27 @@ func Guard(obj map[string]any, ops []jsonpatch.Operation) ([]jsonpatch.Operation
 }
 
 // GuardJSON is Guard for an object held as the JSON the kube-apiserver
-// sent (an item of a RawList, say): the same tests with the same values,
-// read from raw. It decodes only the values it tests, not the object.
+// sent (an item of a RawList, say): the same tests of the same values,
+// read from raw. A tested value is the json.RawMessage of its JSON in raw
+// (MarshalPatch writes it as it is); the object is not decoded.
 func GuardJSON(raw []byte, ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
 	return guard(newJSONDocument(raw), ops)
 }
 
-// document is the object Guard reads.
+// document is the object Guard reads. A value in it is what walk
+// returns: a Go value for an object as the dynamic client decodes it, the
+// JSON of the value for an object as JSON.
 type document interface {
-	// at returns the value at tokens, decoded as the dynamic client
-	// decodes it, and whether there is one.
-	at(tokens []string) (any, bool)
-	// kind returns the first byte of the JSON of the value at tokens
-	// ('{' an object, '[' a list), and whether there is one.
-	kind(tokens []string) (byte, bool)
+	// walk returns the values at the beginnings of tokens (path's), the
+	// object first, as far as they resolve: len(tokens)+1 values when the
+	// whole path does.
+	walk(path string, tokens []string) []any
+	// kind is the first byte of the JSON of v: '{' an object, '[' a list.
+	kind(v any) byte
+	// tested is v as a test operation carries it.
+	tested(v any) any
+	// name is v's member "name", when v is an object and it is a string.
+	name(v any) (string, bool)
 }
 
 func guard(doc document, ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
@@ -72,42 +79,38 @@ func guard(doc document, ops []jsonpatch.Operation) ([]jsonpatch.Operation, erro
 		if err != nil {
 			return nil, err
 		}
-		parent := tokens[:len(tokens)-1]
-		parentKind, ok := doc.kind(parent)
-		if !ok {
+		n := len(tokens)
+		vals := doc.walk(op.Path, tokens)
+		if len(vals) < n {
 			return nil, fmt.Errorf("guard %s %s: parent not in the object", op.Operation, op.Path)
 		}
 		// Identity of every list element the path goes through.
-		for i := range parent {
-			if k, _ := doc.kind(tokens[:i]); k != '[' {
+		for i := range n - 1 {
+			if doc.kind(vals[i]) != '[' {
 				continue
 			}
-			if name, ok := doc.at(append(tokens[:i+1:i+1], "name")); ok {
-				if name, ok := name.(string); ok {
-					test(joinPointer(tokens[:i+1])+"/name", name)
-				}
+			if name, ok := doc.name(vals[i+1]); ok {
+				test(joinPointer(tokens[:i+1])+"/name", name)
 			}
 		}
 		switch op.Operation {
 		case "replace", "remove":
-			old, ok := doc.at(tokens)
-			if !ok {
+			if len(vals) <= n {
 				return nil, fmt.Errorf("guard %s %s: no such member in the object", op.Operation, op.Path)
 			}
-			test(op.Path, old)
+			test(op.Path, doc.tested(vals[n]))
 		case "add":
-			switch parentKind {
+			switch parent := vals[n-1]; doc.kind(parent) {
 			case '[':
-				list, _ := doc.at(parent)
-				test(joinPointer(parent), list)
+				test(joinPointer(tokens[:n-1]), doc.tested(parent))
 			case '{':
-				if old, ok := doc.at(tokens); ok {
-					test(op.Path, old)
+				if len(vals) > n {
+					test(op.Path, doc.tested(vals[n]))
 				} else {
 					test(op.Path, nil) // absent
 				}
 			default:
-				return nil, fmt.Errorf("guard add %s: parent is %s, not an object or a list", op.Path, jsonscan.KindOf(parentKind))
+				return nil, fmt.Errorf("guard add %s: parent is %s, not an object or a list", op.Path, jsonscan.KindOf(doc.kind(parent)))
 			}
 		default:
 			return nil, fmt.Errorf("guard %s %s: unsupported operation", op.Operation, op.Path)
@@ -122,33 +125,54 @@ func guard(doc document, ops []jsonpatch.Operation) ([]jsonpatch.Operation, erro
 // mapDocument is an object as the dynamic client decodes it.
 type mapDocument struct{ obj map[string]any }
 
-func (d mapDocument) at(tokens []string) (any, bool) { return resolve(d.obj, tokens) }
-
-func (d mapDocument) kind(tokens []string) (byte, bool) {
-	v, ok := resolve(d.obj, tokens)
-	if !ok {
-		return 0, false
+func (d mapDocument) walk(_ string, tokens []string) []any {
+	vals := make([]any, 1, len(tokens)+1)
+	vals[0] = d.obj
+	for _, tok := range tokens {
+		next, ok := lookup(vals[len(vals)-1], tok)
+		if !ok {
+			break
+		}
+		vals = append(vals, next)
 	}
+	return vals
+}
+
+func (mapDocument) kind(v any) byte {
 	switch v.(type) {
 	case map[string]any:
-		return '{', true
+		return '{'
 	case []any:
-		return '[', true
+		return '['
 	case string:
-		return '"', true
+		return '"'
 	case bool:
-		return 't', true
+		return 't'
 	case nil:
-		return 'n', true
+		return 'n'
 	}
-	return '0', true
+	return '0'
+}
+
+func (mapDocument) tested(v any) any { return v }
+
+func (mapDocument) name(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	name, ok := m["name"].(string)
+	return name, ok
 }
 
 // jsonDocument is an object as JSON. It remembers where it found each
-// value it located (by the tokens' path), so that the operations of one
-// patch, whose paths share their beginnings, scan the object about once.
+// value it located, so that the operations of one patch, whose paths
+// share their beginnings, scan the object about once.
 type jsonDocument struct {
-	raw   []byte
+	raw []byte
+	// found holds the JSON of the values located, by the beginning of the
+	// path that leads to them (as written in an operation's path: the
+	// same beginning is the same tokens).
 	found map[string][]byte
 }
 
@@ -156,58 +180,81 @@ func newJSONDocument(raw []byte) *jsonDocument {
 	return &jsonDocument{raw: trimSpace(raw), found: map[string][]byte{}}
 }
 
+func (d *jsonDocument) walk(path string, tokens []string) []any {
+	// ends[i] is where the beginning of path holding tokens[:i] ends.
+	ends := make([]int, 1, len(tokens)+1)
+	for i := 1; i < len(path); i++ {
+		if path[i] == '/' {
+			ends = append(ends, i)
+		}
+	}
+	ends = append(ends, len(path))
+	vals := make([]any, 1, len(tokens)+1)
+	vals[0] = d.raw
+	for i, tok := range tokens {
+		key := path[:ends[i+1]]
+		next, ok := d.found[key]
+		if !ok {
+			next = d.child(vals[i].([]byte), tok)
+			if next == nil {
+				break
+			}
+			d.found[key] = next
+		}
+		vals = append(vals, next)
+	}
+	return vals
+}
+
+// child returns the JSON of member or element tok of the JSON cur (as
+// lookup reads it), nil when it has none.
+func (d *jsonDocument) child(cur []byte, tok string) []byte {
+	var next []byte
+	switch cur[0] {
+	case '{':
+		next, _ = jsonscan.Member(cur, tok, 0)
+	case '[':
+		next = element(cur, tok)
+	}
+	if next = trimSpace(next); len(next) == 0 {
+		return nil
+	}
+	return next
+}
+
+func (*jsonDocument) kind(v any) byte { return v.([]byte)[0] }
+
+func (*jsonDocument) tested(v any) any { return json.RawMessage(v.([]byte)) }
+
+func (d *jsonDocument) name(v any) (string, bool) {
+	raw := v.([]byte)
+	if raw[0] != '{' {
+		return "", false
+	}
+	member, err := jsonscan.Member(raw, "name", 0)
+	if err != nil || len(member) == 0 || member[0] != '"' {
+		return "", false
+	}
+	var name string
+	if kjson.UnmarshalCaseSensitivePreserveInts(member, &name) != nil {
+		return "", false
+	}
+	return name, true
+}
+
+// at returns the value at tokens decoded, and whether there is one.
 func (d *jsonDocument) at(tokens []string) (any, bool) {
-	raw, ok := d.locate(tokens)
-	if !ok {
+	path := joinPointer(tokens)
+	vals := d.walk(path, tokens)
+	if len(vals) <= len(tokens) {
 		return nil, false
 	}
 	var v any
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(vals[len(tokens)].([]byte), &v); err != nil {
 		return nil, false
 	}
 	return v, true
 }
-
-func (d *jsonDocument) kind(tokens []string) (byte, bool) {
-	raw, ok := d.locate(tokens)
-	if !ok {
-		return 0, false
-	}
-	return raw[0], true
-}
-
-// locate returns the JSON of the value at tokens, without the space
-// around it.
-func (d *jsonDocument) locate(tokens []string) ([]byte, bool) {
-	cur, from := d.raw, 0
-	for i := len(tokens); i > 0; i-- {
-		if v, ok := d.found[pathKey(tokens[:i])]; ok {
-			cur, from = v, i
-			break
-		}
-	}
-	for i := from; i < len(tokens); i++ {
-		if len(cur) == 0 {
-			return nil, false
-		}
-		var next []byte
-		switch cur[0] {
-		case '{':
-			next, _ = jsonscan.Member(cur, tokens[i], 0)
-		case '[':
-			next = element(cur, tokens[i])
-		}
-		if next = trimSpace(next); len(next) == 0 {
-			return nil, false
-		}
-		cur = next
-		d.found[pathKey(tokens[:i+1])] = cur
-	}
-	return cur, len(cur) > 0
-}
-
-// pathKey is tokens as one key: their JSON pointer.
-func pathKey(tokens []string) string { return joinPointer(tokens) }
 
 // element returns the JSON of element tok (a decimal index, as lookup
 // reads it) of the JSON list raw, nil when there is none.

@@ -3,6 +3,7 @@ package duck
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,9 +40,25 @@ func guards(t *testing.T) map[string]func([]jsonpatch.Operation) ([]jsonpatch.Op
 	return map[string]func([]jsonpatch.Operation) ([]jsonpatch.Operation, error){
 		"Guard": func(ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) { return Guard(guardFixture(t), ops) },
 		"GuardJSON": func(ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
-			return GuardJSON([]byte(guardJSON), ops)
+			guarded, err := GuardJSON([]byte(guardJSON), ops)
+			return decodedValues(t, guarded), err
 		},
 	}
+}
+
+// decodedValues returns ops with each json.RawMessage value decoded as
+// the dynamic client decodes JSON.
+func decodedValues(t testing.TB, ops []jsonpatch.Operation) []jsonpatch.Operation {
+	t.Helper()
+	out := slices.Clone(ops)
+	for i, op := range out {
+		if raw, ok := op.Value.(json.RawMessage); ok {
+			if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &out[i].Value); err != nil {
+				t.Fatalf("%s %s: value %s: %v", op.Operation, op.Path, raw, err)
+			}
+		}
+	}
+	return out
 }
 
 func TestGuard(t *testing.T) {
@@ -156,6 +173,13 @@ func FuzzGuardJSONAsGuard(f *testing.F) {
 		if (wantErr != nil) != (gotErr != nil) {
 			t.Fatalf("Guard: %v, GuardJSON: %v (%s)", wantErr, gotErr, raw)
 		}
+		if gotErr == nil {
+			// What the kube-apiserver is sent.
+			if _, err := MarshalPatch(got); err != nil {
+				t.Fatalf("MarshalPatch of GuardJSON's operations: %v", err)
+			}
+		}
+		got = decodedValues(t, got)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("GuardJSON (-Guard +GuardJSON) of %s:\n%s", raw, diff)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -265,19 +266,40 @@ func TestNewDynamicClientListsAsClientGoWithRealAPIServer(t *testing.T) {
 }
 
 // BenchmarkDecodeList decodes a LIST page of 100 realistic Deployments
-// (duck.DecodeList against client-go's dynamic client's decoding) and
-// reads each item's pod template (Shape.FromUnstructured), as a
-// reconciler binding a selector's subjects did; impl=raw is what it does
-// now: DecodeRawList, and each item's template decoded from its JSON
-// (Shape.Decode).
+// (duck.DecodeList against client-go's dynamic client's decoding) and,
+// with read=pod, reads each item's pod template (Shape.FromUnstructured),
+// and with read=guard also guards a Binding's patch of it (duck.Guard), as
+// a reconciler binding a selector's subjects did; impl=raw is what it does
+// now: DecodeRawList, each item's template decoded from its JSON
+// (Shape.Decode) and the patch guarded from the JSON (duck.GuardJSON).
 func BenchmarkDecodeList(b *testing.B) {
 	page := deploymentPage(b, 100)
+	shape := duck.PodSpecable()
+	// A Binding's change: an env var in each container, a volume, its
+	// mount in each container, the bound record.
+	first, err := shape.Decode(func() []byte { l, _ := duck.DecodeRawList(page); return l.Items[0].JSON }())
+	if err != nil {
+		b.Fatal(err)
+	}
+	changed := first.DeepCopy()
+	spec := &changed.Spec.Template.Spec
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "t"}}})
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "TOKEN", Value: "/var/run/token"})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "token", MountPath: "/var/run/token"})
+	}
+	changed.Annotations = map[string]string{duck.BoundAnnotation: "x"}
+	ops, err := shape.CreatePatch(first, changed)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, impl := range []struct {
 		name   string
 		decode func([]byte) (*unstructured.UnstructuredList, error)
 	}{{"client-go", clientGoList}, {"bindkit", duck.DecodeList}, {"raw", nil}} {
-		for _, withPod := range []bool{false, true} {
-			b.Run(fmt.Sprintf("impl=%s/withpod=%v", impl.name, withPod), func(b *testing.B) {
+		for _, read := range []string{"list", "pod", "guard"} {
+			b.Run(fmt.Sprintf("impl=%s/read=%s", impl.name, read), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if impl.decode == nil {
@@ -286,11 +308,16 @@ func BenchmarkDecodeList(b *testing.B) {
 							b.Fatal(err)
 						}
 						for _, item := range list.Items {
-							if !withPod {
+							if read == "list" {
 								break
 							}
-							if _, err := duck.PodSpecable().Decode(item.JSON); err != nil {
+							if _, err := shape.Decode(item.JSON); err != nil {
 								b.Fatal(err)
+							}
+							if read == "guard" {
+								if _, err := duck.GuardJSON(item.JSON, ops); err != nil {
+									b.Fatal(err)
+								}
 							}
 						}
 						continue
@@ -300,11 +327,16 @@ func BenchmarkDecodeList(b *testing.B) {
 						b.Fatal(err)
 					}
 					for i := range list.Items {
-						if !withPod {
+						if read == "list" {
 							break
 						}
-						if _, err := duck.PodSpecable().FromUnstructured(&list.Items[i]); err != nil {
+						if _, err := shape.FromUnstructured(&list.Items[i]); err != nil {
 							b.Fatal(err)
+						}
+						if read == "guard" {
+							if _, err := duck.Guard(list.Items[i].Object, ops); err != nil {
+								b.Fatal(err)
+							}
 						}
 					}
 				}
