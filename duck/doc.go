@@ -66,6 +66,10 @@
 // each page once (DecodeList): client-go reads a page three times over and
 // decodes all of it into a map it throws away before decoding each item,
 // which is most of what listing a selector's subjects costs a reconciler.
+// Its namespaced resources are also RawListers: ListRaw gives a page's
+// items as the JSON the kube-apiserver sent (DecodeRawList), which a
+// reconciler decodes straight into the shape (Shape.Decode) and guards
+// its patch from (GuardJSON), with no map in between.
 //
 // # Resources
 //

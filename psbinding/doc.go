@@ -81,7 +81,10 @@
 // record the Binding at its generation and unbinds those that record it but
 // are no longer selected. Subjects come from the process's slim metadata
 // cache; only a subject that needs work is read in full, so a reconcile of
-// a Binding in force sends no request. Each patch is guarded by the values
+// a Binding in force sends no request; many subjects of a selector are
+// read with paged LISTs, and through a duck.RawLister (the dynamic client
+// injection.New makes) each listed subject's pod template is decoded
+// straight from its JSON. Each patch is guarded by the values
 // it depends on (duck.Guard), not by the subject's resourceVersion, so it
 // goes through while other clients edit other fields, and is recomputed
 // from a fresh read when someone changed what it would overwrite. The
