@@ -99,7 +99,10 @@
 // with their key-value pairs as fields: klog's V(0) at info, V(1) to V(4)
 // at debug; more detailed levels, where client-go logs request URLs,
 // headers and bodies, never. Objects in its fields appear as
-// namespace/name, never whole.
+// namespace/name, never whole. A warning the kube-apiserver sends with a
+// response (a deprecated field, a sidecar repeating the app's container
+// port) is logged at warn the first time its text comes, not at every
+// write: subjects that share a flaw would otherwise log it at every patch.
 //
 // # Metrics
 //

@@ -215,6 +215,8 @@ func (p *process) newInjection(ctx, base context.Context) (context.Context, *inj
 			// Writes that name no field manager (leases, events) are
 			// attributed to the user agent's first word: the component.
 			cfg.UserAgent = userAgent(p.component)
+			// Each warning is logged once, not at every write (warningLog).
+			cfg.WarningHandler = newWarningLog(p.logger.Named("kube-apiserver"))
 			return injection.New(ctx, cfg, opts)
 		}
 	}
