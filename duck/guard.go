@@ -265,7 +265,7 @@ func element(raw []byte, tok string) []byte {
 	}
 	pos := 1 // after '['
 	for i := 0; ; i++ {
-		pos += len(raw[pos:]) - len(trimSpace(raw[pos:]))
+		pos = skipSpace(raw, pos)
 		if pos >= len(raw) || raw[pos] == ']' {
 			return nil
 		}
@@ -276,13 +276,18 @@ func element(raw []byte, tok string) []byte {
 		if i == want {
 			return raw[pos:end]
 		}
-		pos = end
-		pos += len(raw[pos:]) - len(trimSpace(raw[pos:]))
+		pos = skipSpace(raw, end)
 		if pos >= len(raw) || raw[pos] != ',' {
 			return nil
 		}
 		pos++
 	}
+}
+
+// skipSpace returns the offset of the first byte at or after pos in b
+// that is not JSON's white space.
+func skipSpace(b []byte, pos int) int {
+	return len(b) - len(bytes.TrimLeft(b[pos:], " \t\r\n"))
 }
 
 // trimSpace drops JSON's white space around b.
