@@ -221,7 +221,7 @@ func (bb *bindBench) floor(b *testing.B, n int) {
 		w := watchBound(b, bb.kube, ns, n, githubBound)
 		before := readRequestCounts(b, bb.kube)
 		c0, s0, e0 := selfCPU(), pidsCPU(bb.env.PIDs()), bb.etcdCPU()
-		serverProfile := bb.profileServer(b, fmt.Sprintf("apiserver-floor-n%d-%d.prof", n, time.Now().Unix()))
+		serverProfile := bb.profileServer(b, fmt.Sprintf("apiserver-floor-n%d-%d.prof", n, time.Now().Unix()), serverProfileSeconds)
 		b.StartTimer()
 
 		if err := sendPatches(ctx, bb.kube, patches, psbinding.DefaultPatchConcurrency); err != nil {
@@ -289,7 +289,7 @@ func (bb *bindBench) bindWith(b *testing.B, n int, start func(b *testing.B, extr
 		serverProfile := func() {}
 		if profile != "" {
 			toggleProfile(b, ctrl)
-			serverProfile = bb.profileServer(b, fmt.Sprintf("apiserver-bindkit-n%d-%d.prof", n, time.Now().Unix()))
+			serverProfile = bb.profileServer(b, fmt.Sprintf("apiserver-bindkit-n%d-%d.prof", n, time.Now().Unix()), serverProfileSeconds)
 		}
 		b.StartTimer()
 
@@ -356,17 +356,17 @@ func toggleProfile(b *testing.B, ctrl *process) {
 const serverProfileSeconds = 3
 
 // profileServer starts, when profiling, a CPU profile of the kube-apiserver
-// (its /debug/pprof/profile) over the first serverProfileSeconds of the
-// timed part and returns a function that waits for it and writes it to
-// name in the profile directory.
-func (bb *bindBench) profileServer(b *testing.B, name string) (wait func()) {
+// (its /debug/pprof/profile) over the first seconds of the timed part
+// (serverProfileSeconds for BenchmarkBind) and returns a function that
+// waits for it and writes it to name in the profile directory.
+func (bb *bindBench) profileServer(b *testing.B, name string, seconds int) (wait func()) {
 	if bb.profileDir == "" {
 		return func() {}
 	}
 	done := make(chan error, 1)
 	go func() {
 		raw, err := bb.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", strconv.Itoa(serverProfileSeconds)).DoRaw(context.Background())
+			Param("seconds", strconv.Itoa(seconds)).DoRaw(context.Background())
 		if err == nil {
 			err = os.WriteFile(filepath.Join(bb.profileDir, name), raw, 0o600)
 		}

@@ -83,7 +83,9 @@ const (
 //     not select: no bindkit), p50 and p99 of each.
 //
 // With BINDKIT_BENCH_CPUPROFILE=<dir> the controller is the profiled build
-// and the CPU profile of its timed bind lands in dir.
+// and the CPU profile of its timed bind lands in dir, with a CPU profile
+// of the kube-apiserver over the first scaleServerProfileSeconds of each
+// bind, floor included.
 func BenchmarkScale(b *testing.B) {
 	n := scaleSize(b)
 	env := startControlPlane(b, "../"+demo.CRDPath)
@@ -130,6 +132,11 @@ func scaleSize(b *testing.B) int {
 }
 
 // scaleBench is the state BenchmarkScale's parts share, in order.
+// scaleServerProfileSeconds is how much of each bind the kube-apiserver's
+// CPU profile covers when profiling, from its start: less than the bind
+// takes at 5,000 Deployments and more, so both sides are sampled alike.
+const scaleServerProfileSeconds = 20
+
 type scaleBench struct {
 	bindBench
 	n          int
@@ -270,6 +277,7 @@ func (sb *scaleBench) floor(b *testing.B) {
 	var m runMetrics
 	before := readRequestCounts(b, sb.kube)
 	c0, s0, e0 := selfCPU(), pidsCPU(sb.env.PIDs()), sb.etcdCPU()
+	serverProfile := sb.profileServer(b, fmt.Sprintf("apiserver-scale-floor-n%d-%d.prof", sb.n, time.Now().Unix()), scaleServerProfileSeconds)
 	b.ResetTimer()
 
 	err := sb.createBindings(ctx)
@@ -281,6 +289,7 @@ func (sb *scaleBench) floor(b *testing.B) {
 	}
 
 	b.StopTimer()
+	serverProfile()
 	m.client += selfCPU() - c0
 	m.server += pidsCPU(sb.env.PIDs()) - s0
 	m.etcd += sb.etcdCPU() - e0
@@ -347,6 +356,7 @@ func (sb *scaleBench) bindkit(b *testing.B) {
 	if profile != "" {
 		toggleProfile(b, sb.ctrl)
 	}
+	serverProfile := sb.profileServer(b, fmt.Sprintf("apiserver-scale-bindkit-n%d-%d.prof", sb.n, time.Now().Unix()), scaleServerProfileSeconds)
 	b.ResetTimer()
 
 	err := sb.createBindings(ctx)
@@ -355,6 +365,7 @@ func (sb *scaleBench) bindkit(b *testing.B) {
 	}
 
 	b.StopTimer()
+	serverProfile()
 	m.client += sb.ctrl.cpu() - c0
 	m.server += pidsCPU(sb.env.PIDs()) - s0
 	m.etcd += sb.etcdCPU() - e0
