@@ -507,6 +507,15 @@ func readBody(r io.Reader, contentLength, limit int64, reserve func(int64) error
 		}
 		pacer.pace(int64(len(buf)) + 1)
 		grown := min(4*max(room, 1), max(end, room+1))
+		if contentLength >= 0 {
+			// An announced body that has filled its first chunk is
+			// charged whole at once: bodies that grew their charge four
+			// times over as they arrived could each hold part of the
+			// budget until none could finish, and all were refused (32
+			// bodies of 6 MiB at once, under load). A stalled body still
+			// holds only its first chunk.
+			grown = max(end, room+1)
+		}
 		// The outgrown buffer stays charged: it is garbage until collected.
 		if err := reserve(grown + (grown - room)); err != nil {
 			return nil, err
