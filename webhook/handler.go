@@ -111,10 +111,11 @@ var reviewType = sync.OnceValue(func() *jsonscan.Type {
 	return t
 })
 
-// firstBodyChunk is the buffer a body starts in. A body is charged as it
-// arrives, never ahead of it by more than its buffer's growth, so clients
-// that announce a large body and send it slowly, or never, hold little of
-// the memory budget.
+// firstBodyChunk is the buffer a body starts in. A body is charged for
+// this chunk first, so clients that announce a large body and send none of
+// it hold little of the memory budget; one that has filled the chunk is
+// charged whole (its announced length) at once, and one of unknown length
+// as it grows. A body sent slowly is cut by the minimum body rate.
 const firstBodyChunk = 4 << 10
 
 // retryAfterSeconds is the Retry-After of overload answers: long enough for
