@@ -135,13 +135,23 @@ func TestMutatingPolicyMatchesDerivedDoOnEveryShapeWithRealAPIServer(t *testing.
 		declaredSpec.Do(wp)
 		return &wp.Spec.Template.Spec
 	}
-	poll(t, "the policy to bind a Deployment", func() (bool, error) {
-		got, err := dryCreate("decl-a", shapes["apps/v1 Deployment"].obj, nil)
-		if err != nil {
-			return false, err
+	// The kube-apiserver loads each policy binding, and the Binding it
+	// names as its parameter, on its own; wait until every one is in
+	// force, or a shape compared early reads a binding not loaded yet.
+	poll(t, "the policy to bind every shape by name and by selector", func() (bool, error) {
+		for _, s := range shapes {
+			for _, ns := range []string{"decl-a", "decl-sel"} {
+				got, err := dryCreate(ns, s.obj, nil)
+				if err != nil {
+					return false, err
+				}
+				ps, err := s.podSpec(got)
+				if err != nil || len(ps.Volumes) == 0 {
+					return false, err
+				}
+			}
 		}
-		ps, err := shapes["apps/v1 Deployment"].podSpec(got)
-		return err == nil && len(ps.Volumes) > 0, err
+		return true, nil
 	})
 	for shapeName, s := range shapes {
 		t.Run(shapeName, func(t *testing.T) {
