@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/injection"
@@ -123,9 +124,14 @@ func TestWaitForCacheSyncIsBoundedByContext(t *testing.T) {
 	fakes.Kube.PrependReactor("list", "configmaps", listFails)
 	fakes.Dynamic.PrependReactor("list", "widgets", listFails)
 	injection.KubeInformerFactory(ctx).Core().V1().ConfigMaps().Informer()
-	injection.KubeInformerFactory(ctx).Core().V1().Secrets().Informer()
+	secrets := injection.KubeInformerFactory(ctx).Core().V1().Secrets().Informer()
 	injection.TypedInformerFor[Widget](ctx, widgetsGVR)
 	fakes.Informers.Start(t.Context())
+	// The Secrets informer syncs: wait for it first, so that the message
+	// names the two that never can however slow the machine.
+	if !cache.WaitForCacheSync(t.Context().Done(), secrets.HasSynced) {
+		t.Fatal("the Secrets informer did not sync")
+	}
 
 	waitCtx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()

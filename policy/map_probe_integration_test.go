@@ -129,13 +129,6 @@ func TestMutatingAdmissionPolicyShapeWithRealAPIServer(t *testing.T) {
 	}
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	const bound = "app[GITHUB_SECRET=token] side[GITHUB_SECRET=token]"
-	poll(t, "the policy to bind a Deployment at admission", func() (bool, error) {
-		d, err := kube.AppsV1().Deployments("probe-a").Create(ctx, deployment("probe-a", nil), dry)
-		if err != nil {
-			return false, err
-		}
-		return envOf(d.Spec.Template.Spec.Containers) == bound, nil
-	})
 	cases := []struct {
 		name, want string
 		create     func() ([]corev1.Container, error)
@@ -173,6 +166,20 @@ func TestMutatingAdmissionPolicyShapeWithRealAPIServer(t *testing.T) {
 			return got.Spec.JobTemplate.Spec.Template.Spec.Containers, nil
 		}},
 	}
+	// Each policy is loaded by the kube-apiserver on its own: wait until
+	// both bind (the Deployment's and the CronJob's) before comparing.
+	poll(t, "the policies to bind a Deployment and a CronJob at admission", func() (bool, error) {
+		for _, tc := range cases {
+			if tc.want != bound {
+				continue
+			}
+			cs, err := tc.create()
+			if err != nil || envOf(cs) != bound {
+				return false, err
+			}
+		}
+		return true, nil
+	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cs, err := tc.create()

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -51,7 +52,8 @@ type harness struct {
 	opts harnessOptions
 	// The running "process": stop ends it; restart starts another.
 	reconciler *controller.Impl
-	requests   *requestCounter // the reconciler's requests to the API server
+	subjects   duck.InformerFactory // the reconciler's cache of its subjects' metadata
+	requests   *requestCounter      // the reconciler's requests to the API server
 	stop       func()
 }
 
@@ -182,7 +184,7 @@ func (h *harness) start(t *testing.T) {
 		EventHandler: handler,
 	}
 	reconcilerImpl = controller.NewImpl(r, logger, "envbindings")
-	h.reconciler = reconcilerImpl
+	h.reconciler, h.subjects = reconcilerImpl, r.Factory
 	h.ac, err = NewAdmissionReconciler(AdmissionConfig{
 		ConfigurationName: h.webhook, WebhookName: "envbindings.test.bindkit.dev", Path: "/envbindings",
 		ListAll: listAll, KubeClient: h.kube, Mapper: mapper,
@@ -306,15 +308,45 @@ func toEnvBinding(obj runtime.Object) (*envBinding, error) {
 
 // eventually polls cond every 100ms for up to 30s; cond returns a
 // description of what it still waits for, or "" when satisfied.
+// An error is retried too (a webhook the kube-apiserver has not loaded
+// yet, a cache not synced), and reported if it is the last one.
 func eventually(t *testing.T, what string, cond func() (string, error)) {
 	t.Helper()
-	var last string
+	var (
+		last    string
+		lastErr error
+	)
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		var err error
-		last, err = cond()
-		return last == "" && err == nil, err
+		last, lastErr = cond()
+		return last == "" && lastErr == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: %v (last: %s)", what, err, last)
+		t.Fatalf("%s: %v (last: %s; last error: %v)", what, err, last, lastErr)
 	}
+}
+
+// waitCachedLabel waits until the reconciler's cache of Deployments shows
+// the Deployment name of h.ns with label set to value: what the reconciler
+// decides from its cache (who is excluded) follows a write only once the
+// write's event has arrived.
+func (h *harness) waitCachedLabel(t *testing.T, name, label, value string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("the reconciler's cache to see %s=%s on Deployment %s/%s", label, value, h.ns, name), func() (string, error) {
+		_, lister, err := h.subjects.Get(context.Background(), deploymentsGVR)
+		if err != nil {
+			return "", err
+		}
+		obj, err := lister.ByNamespace(h.ns).Get(name)
+		if err != nil {
+			return "", err
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return "", err
+		}
+		if got := m.GetLabels()[label]; got != value {
+			return fmt.Sprintf("%s=%q", label, got), nil
+		}
+		return "", nil
+	})
 }

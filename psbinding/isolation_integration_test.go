@@ -182,6 +182,7 @@ func TestExcludedSubjectsUntouchedOnBothPathsWithRealAPIServer(t *testing.T) {
 	if _, err := h.kube.AppsV1().Deployments(h.ns).Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	h.waitCachedLabel(t, "later-out", ExcludeLabel, "true")
 	h.deleteBinding(t, "gh")
 	h.waitDeploymentEnv(t, "in", nil)
 	h.waitDeleted(t, "gh")
@@ -311,7 +312,16 @@ func TestSteadyStateResyncSendsNothingWithRealAPIServer(t *testing.T) {
 			return "", nil
 		})
 	}
-	time.Sleep(time.Second) // the reconciles the last patches caused
+	// The reconciles the last patches caused (their events reach the
+	// cache when they do): wait for a whole second with no request.
+	eventually(t, "a second with no request from the reconciler", func() (string, error) {
+		quiet := h.requests.mark()
+		time.Sleep(time.Second)
+		if sent := h.requests.since(quiet); len(sent) > 0 {
+			return fmt.Sprint(sent), nil
+		}
+		return "", nil
+	})
 	mark := h.requests.mark()
 	for range 3 {
 		h.reconciler.EnqueueKey(h.ns + "/by-selector")

@@ -43,7 +43,7 @@ type generations struct {
 type seenGeneration struct {
 	generation int64
 	// at is when this process first saw the generation; readyAt when it
-	// may reach subjects.
+	// may reach subjects (the zero time: at once).
 	at, readyAt time.Time
 	// rollout is the rollout this process last computed for the Binding:
 	// the status the next reconcile reads from the cache may not show it
@@ -123,10 +123,13 @@ func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time, p
 	if !ok || s.generation != b.GetGeneration() {
 		next := seenGeneration{generation: b.GetGeneration(), at: now, readyAt: now.Add(quiet), rollout: s.rollout, plan: s.plan, planKey: s.planKey}
 		switch {
+		// Ready at once: the zero time, not now, so that a caller whose now
+		// was read a moment before another's (both waiting on mu) is not
+		// told to wait a few nanoseconds.
 		case !ok && (b.GetGeneration() == 1 || !paced):
-			next.readyAt = now // a new Binding, or one this process knows nothing of
+			next.readyAt = time.Time{} // a new Binding, or one this process knows nothing of
 		case ok && !paced && now.Sub(s.at) >= quiet:
-			next.readyAt = now // the first edit after a quiet spell
+			next.readyAt = time.Time{} // the first edit after a quiet spell
 		}
 		s = next
 		g.seen[b.GetUID()] = s

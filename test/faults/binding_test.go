@@ -26,8 +26,8 @@ import (
 
 // A subject that another client edits ten times a second (annotations,
 // replicas, another container's env) still receives the Binding, the
-// Binding reports Ready within a few seconds, and every edit of the other
-// client survives: with the webhook in force, as users run it, and with
+// Binding reports Ready (how soon is logged: a few seconds on an idle
+// machine), and every edit of the other client survives: with the webhook in force, as users run it, and with
 // the reconciler alone.
 func TestSubjectEditedTenTimesASecondIsBoundWithRealAPIServer(t *testing.T) {
 	env := controlPlane.Env(t)
@@ -86,8 +86,9 @@ func TestSubjectEditedTenTimesASecondIsBoundWithRealAPIServer(t *testing.T) {
 			})
 			time.Sleep(time.Second) // the edits are under way
 			h.Binding(ns, "gh", "busy", "")
-			_, took := h.WaitReady(ns, "gh", metav1.ConditionTrue, duck.ReasonBindingAvailable, 15*time.Second)
-			bound := h.Eventually("subject bound", 10*time.Second, func() (string, error) {
+			// Limits for two busy cores; the times are logged below.
+			_, took := h.WaitReady(ns, "gh", metav1.ConditionTrue, duck.ReasonBindingAvailable, 60*time.Second)
+			bound := h.Eventually("subject bound", 30*time.Second, func() (string, error) {
 				got, err := h.Kube.AppsV1().Deployments(ns).Get(ctx, "busy", metav1.GetOptions{})
 				if err != nil || !faults.Bound(got) {
 					return "not bound", err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -293,17 +295,26 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 		return len(cfg.Webhooks[0].Rules), nil
 	}
 	policyName := policy.MutatingPolicyName(sinkBindings.GroupResource())
-	// boundAtAdmission polls until a dry-run create of a Deployment in
-	// sink-a comes back bound, so the path in force is loaded.
+	// boundAtAdmission polls until a dry-run create of every shape in
+	// sink-a comes back bound by its Binding, so the path in force is
+	// loaded for each: the
+	// kube-apiserver loads each Binding's policy binding, and each
+	// published Binding, on its own, and a Binding published after the
+	// process saw the policy in force was not among those it probed with.
 	boundAtAdmission := func(what string) {
 		t.Helper()
 		poll(t, what, func() (string, error) {
-			got, err := create(ctx, "sink-a", shapes["Deployment"].object("sink-a", "probe", web), true)
-			if err != nil {
-				return err.Error(), nil
+			for _, kind := range slices.Sorted(maps.Keys(shapes)) {
+				s := shapes[kind]
+				got, err := create(ctx, "sink-a", s.object("sink-a", "probe", web), true)
+				if err != nil {
+					return kind + ": " + err.Error(), nil
+				}
+				if problem, _ := bound(got, s.podSpec, bindingOf[kind], sinkA); problem != "" {
+					return kind + ": " + problem, nil
+				}
 			}
-			problem, _ := bound(got, shapes["Deployment"].podSpec, bindingOf["Deployment"], sinkA)
-			return problem, nil
+			return "", nil
 		})
 	}
 
@@ -348,6 +359,14 @@ func TestSinkBindingWithoutWebhookThroughExampleBinary(t *testing.T) {
 			byPolicy[kind] = bindingtest.Comparable(dry)
 		})
 	}
+	poll(t, "the policy to bind the Deployment sink-byname names", func() (string, error) {
+		got, err := create(ctx, "sink-a", shapes["Deployment"].object("sink-a", "named", map[string]string{"app": "named"}), true)
+		if err != nil {
+			return err.Error(), nil
+		}
+		problem, _ := bound(got, shapes["Deployment"].podSpec, "sink-byname", sinkA)
+		return problem, nil
+	})
 	named, err := create(ctx, "sink-a", shapes["Deployment"].object("sink-a", "named", map[string]string{"app": "named"}), false)
 	if err != nil {
 		t.Fatal(err)
