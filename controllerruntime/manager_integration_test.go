@@ -184,7 +184,9 @@ func (r *rig) deleteBindings(t *testing.T, kinds []*wiring.Kind) {
 	}
 }
 
-func (r *rig) deployment(t *testing.T, ns, name string, labels map[string]string, replicas int32) (*appsv1.Deployment, error) {
+// deployment creates ns/name, with dryRun (metav1.DryRunAll) a server-side
+// dry run: admitted as a create is, not stored.
+func (r *rig) deployment(t *testing.T, ns, name string, labels map[string]string, replicas int32, dryRun ...string) (*appsv1.Deployment, error) {
 	t.Helper()
 	pod := map[string]string{"deployment": name}
 	return r.kube.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
@@ -197,7 +199,7 @@ func (r *rig) deployment(t *testing.T, ns, name string, labels map[string]string
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1"}}},
 			},
 		},
-	}, metav1.CreateOptions{})
+	}, metav1.CreateOptions{DryRun: dryRun})
 }
 
 // condition returns the Ready condition's status, reason and message of
@@ -289,6 +291,28 @@ func TestPanickingDoIsContainedInTheManager(t *testing.T) {
 		}
 		if envOf(d, env) != "bad" {
 			return "calm not bound"
+		}
+		return ""
+	})
+	// The kube-apiserver loads the webhook configuration some time after the
+	// Manager programs it (rules, caBundle, this namespace): probe first.
+	poll(t, time.Minute, "admission to bind a calm subject", func() string {
+		d, err := r.deployment(t, ns, "calm-probe", map[string]string{"app": "web"}, 0, metav1.DryRunAll)
+		if err != nil {
+			return err.Error()
+		}
+		if envOf(d, env) != "bad" {
+			return fmt.Sprintf("calm-probe admitted unbound: %v", d.Spec.Template.Spec.Containers[0].Env)
+		}
+		return ""
+	})
+	poll(t, time.Minute, "admission to refuse a subject the Binding panics on", func() string {
+		_, err := r.deployment(t, ns, "bomb-probe", map[string]string{"app": "web", panicLabel: "true"}, 0, metav1.DryRunAll)
+		if err == nil {
+			return "bomb-probe admitted"
+		}
+		if !strings.Contains(err.Error(), "fixture panic on "+ns+"/bomb-probe") {
+			return err.Error()
 		}
 		return ""
 	})

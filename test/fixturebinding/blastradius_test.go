@@ -58,6 +58,9 @@ func TestBlastRadiusAt600NamespacesWithRealAPIServer(t *testing.T) {
 		return false
 	})
 	t.Logf("the namespaceSelector names %d namespaces", named)
+	// The kube-apiserver loads the configuration some time after it is
+	// written; until then a create there would succeed with the webhook down.
+	r.waitAdmission(namespaces[n-1], "probe", map[string]string{"app": "web"}, boundBy(fixturebinding.Kind, "b"))
 
 	r.stop() // the webhook no longer answers
 	if _, err := r.deployment(free, "web", map[string]string{"app": "web"}); err != nil {

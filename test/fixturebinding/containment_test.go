@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/fixturebinding"
@@ -51,6 +54,11 @@ func TestPanickingDoIsContainedWithRealAPIServer(t *testing.T) {
 	r.waitBound(ns, "calm", fixturebinding.OtherKind, "other")
 	r.waitBound(ns, "bomb", fixturebinding.OtherKind, "other") // the other kind binds the subject bad panics on
 	r.waitReady(fixturebinding.OtherKind, ns, "other", "True", "BindingAvailable")
+	// The kube-apiserver loads each webhook configuration some time after
+	// the process programs it, each on its own: probe both before creating.
+	web := map[string]string{"app": "web"}
+	r.waitAdmission(ns, "probe", web, boundBy(fixturebinding.Kind, "bad", fixturebinding.OtherKind, "other"))
+	r.waitAdmission(ns, "bomb-probe", map[string]string{"app": "web", panicLabel: "true"}, refused("panicked", "fixture panic on "+ns+"/bomb-probe"))
 
 	// Admission: the subject bad panics on is refused with the panic's
 	// message; others are bound at creation by every kind.
@@ -108,7 +116,9 @@ func TestPanickingDoIsContainedWithRealAPIServer(t *testing.T) {
 	// A restart finds the same Binding and does not crash either.
 	r.stop()
 	r.start()
-	time.Sleep(10 * time.Second)
+	// start re-points both webhook configurations; the kube-apiserver calls
+	// the new port only once it has loaded them.
+	r.waitAdmission(ns, "probe-after-restart", web, boundBy(fixturebinding.Kind, "bad", fixturebinding.OtherKind, "other"))
 	r.running()
 	r.waitReady(fixturebinding.Kind, ns, "bad", "False", psbinding.ReasonBindingPanicked)
 	if _, err := r.deployment(ns, "after-restart", map[string]string{"app": "web"}); err != nil {
@@ -135,6 +145,9 @@ func TestPanickingWithContextIsContainedWithRealAPIServer(t *testing.T) {
 		t.Errorf("Ready message %q does not name the panic", msg)
 	}
 	r.waitBound(ns, "web", fixturebinding.OtherKind, "other")
+	// The kube-apiserver loads the webhook configuration some time after the
+	// process programs it.
+	r.waitAdmission(ns, "probe", map[string]string{"app": "web"}, refused("WithContext panicked"))
 	_, err := r.deployment(ns, "web-2", map[string]string{"app": "web"})
 	if err == nil || !strings.Contains(err.Error(), "WithContext panicked") {
 		t.Errorf("create of a subject of a Binding whose WithContext panics: got %v, want a refusal naming the panic", err)
@@ -217,4 +230,64 @@ func TestUninstallContainsPanicsWithRealAPIServer(t *testing.T) {
 		}
 	}
 	r.audit(ns)
+}
+
+// waitAdmission polls a server-side dry-run create of a Deployment ns/name
+// with labels until check, given the kube-apiserver's answer, returns "";
+// on timeout it reports check's last reason. The kube-apiserver loads each
+// webhook configuration some time after it is written, so what the stored
+// configuration says is not yet what admission does: only a create shows.
+func (r *rig) waitAdmission(ns, name string, labels map[string]string, check func(*appsv1.Deployment, error) string) {
+	r.t.Helper()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pod": name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+			},
+		},
+	}
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := r.kube.AppsV1().Deployments(ns).Create(ctx, d.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		last = check(got, err)
+		return last == "", nil
+	})
+	if err != nil {
+		r.t.Fatalf("dry-run create of Deployment %s/%s: %v (last: %s)\nlog tail:\n%s", ns, name, err, last, r.logs.tail(30))
+	}
+}
+
+// boundBy is a waitAdmission check: the create is admitted, bound by each
+// kind with its value (kind, value, kind, value, ...).
+func boundBy(kindValues ...string) func(*appsv1.Deployment, error) string {
+	return func(d *appsv1.Deployment, err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		for i := 0; i+1 < len(kindValues); i += 2 {
+			if v, ok := env(d, kindValues[i]); !ok || v != kindValues[i+1] {
+				return fmt.Sprintf("admitted without %s=%s: %v", fixturebinding.EnvName(kindValues[i]), kindValues[i+1], d.Spec.Template.Spec.Containers[0].Env)
+			}
+		}
+		return ""
+	}
+}
+
+// refused is a waitAdmission check: the create is refused, the refusal
+// holding every substring.
+func refused(substrings ...string) func(*appsv1.Deployment, error) string {
+	return func(d *appsv1.Deployment, err error) string {
+		if err == nil {
+			return fmt.Sprintf("admitted: %v", d.Spec.Template.Spec.Containers[0].Env)
+		}
+		for _, s := range substrings {
+			if !strings.Contains(err.Error(), s) {
+				return err.Error()
+			}
+		}
+		return ""
+	}
 }

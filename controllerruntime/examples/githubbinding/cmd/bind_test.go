@@ -68,6 +68,15 @@ func TestBindsInsideTheManager(t *testing.T) {
 		}
 		return ""
 	})
+	// The kube-apiserver loads the configuration some time after it is
+	// written: probe with a dry run until admission binds.
+	poll(t, time.Minute, "admission to bind a dry-run create", func() string {
+		d, err := kube.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "api-probe", map[string]string{"tier": "api"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err.Error()
+		}
+		return bound(d, true)
+	})
 
 	// Admission: bound in the create's answer, before any reconcile.
 	created, err := kube.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "api-3", map[string]string{"tier": "api"}), metav1.CreateOptions{})
