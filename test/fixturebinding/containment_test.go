@@ -8,7 +8,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -239,16 +238,7 @@ func TestUninstallContainsPanicsWithRealAPIServer(t *testing.T) {
 // configuration says is not yet what admission does: only a create shows.
 func (r *rig) waitAdmission(ns, name string, labels map[string]string, check func(*appsv1.Deployment, error) string) {
 	r.t.Helper()
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": name}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pod": name}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
-			},
-		},
-	}
+	d := newDeployment(ns, name, labels)
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := r.kube.AppsV1().Deployments(ns).Create(ctx, d.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

@@ -193,6 +193,12 @@ func (r *rig) running() {
 // deployment creates a Deployment with labels and returns what the API
 // server stored (after admission).
 func (r *rig) deployment(ns, name string, labels map[string]string, containers ...string) (*appsv1.Deployment, error) {
+	return r.kube.AppsV1().Deployments(ns).Create(context.Background(), newDeployment(ns, name, labels, containers...), metav1.CreateOptions{})
+}
+
+// newDeployment is a Deployment ns/name with labels and one container per
+// name in containers (one called app when none).
+func newDeployment(ns, name string, labels map[string]string, containers ...string) *appsv1.Deployment {
 	if len(containers) == 0 {
 		containers = []string{"app"}
 	}
@@ -206,7 +212,7 @@ func (r *rig) deployment(ns, name string, labels map[string]string, containers .
 	for _, c := range containers {
 		d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: c, Image: c})
 	}
-	return r.kube.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+	return d
 }
 
 // binding creates a fixture Binding of kind selecting app=app in ns.
