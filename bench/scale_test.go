@@ -131,12 +131,12 @@ func scaleSize(b *testing.B) int {
 	return n
 }
 
-// scaleBench is the state BenchmarkScale's parts share, in order.
 // scaleServerProfileSeconds is how much of each bind the kube-apiserver's
 // CPU profile covers when profiling, from its start: less than the bind
 // takes at 5,000 Deployments and more, so both sides are sampled alike.
 const scaleServerProfileSeconds = 20
 
+// scaleBench is the state BenchmarkScale's parts share, in order.
 type scaleBench struct {
 	bindBench
 	n          int
