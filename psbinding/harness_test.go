@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -331,22 +330,7 @@ func eventually(t *testing.T, what string, cond func() (string, error)) {
 // write's event has arrived.
 func (h *harness) waitCachedLabel(t *testing.T, name, label, value string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("the reconciler's cache to see %s=%s on Deployment %s/%s", label, value, h.ns, name), func() (string, error) {
-		_, lister, err := h.subjects.Get(context.Background(), deploymentsGVR)
-		if err != nil {
-			return "", err
-		}
-		obj, err := lister.ByNamespace(h.ns).Get(name)
-		if err != nil {
-			return "", err
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return "", err
-		}
-		if got := m.GetLabels()[label]; got != value {
-			return fmt.Sprintf("%s=%q", label, got), nil
-		}
-		return "", nil
+	waitCachedDeployment(t, h.subjects, h.ns, name, 30*time.Second, func(d *metav1.PartialObjectMetadata) bool {
+		return d.GetLabels()[label] == value
 	})
 }

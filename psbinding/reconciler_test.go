@@ -150,11 +150,19 @@ func (f *reconcilerFixture) deploymentBound(t *testing.T, ns, name string) strin
 // satisfies cond.
 func (f *reconcilerFixture) waitCached(t *testing.T, ns, name string, cond func(*metav1.PartialObjectMetadata) bool) {
 	t.Helper()
-	_, lister, err := f.r.Factory.Get(context.Background(), deploymentsGVR)
+	waitCachedDeployment(t, f.r.Factory, ns, name, 10*time.Second, cond)
+}
+
+// waitCachedDeployment waits, up to timeout, until the copy of Deployment
+// ns/name in a reconciler's subject cache (factory, of metadata) satisfies
+// cond.
+func waitCachedDeployment(t *testing.T, factory duck.InformerFactory, ns, name string, timeout time.Duration, cond func(*metav1.PartialObjectMetadata) bool) {
+	t.Helper()
+	_, lister, err := factory.Get(context.Background(), deploymentsGVR)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		obj, err := lister.ByNamespace(ns).Get(name)
 		return err == nil && cond(obj.(*metav1.PartialObjectMetadata)), nil
 	})
