@@ -28,19 +28,29 @@ import (
 // authentication, finished its handshake, since the server started (the
 // last MaxConnections addresses to prove themselves are remembered).
 //
-// A proven address's new connection is never refused: the connection
-// that is due soonest is closed to make room. Each connection not busy
-// deciding an admission has a due time, when it will be closed anyway
-// unless it makes progress (its handshake's deadline, its headers'
-// deadline, the deadline its body's pace has earned, or the end of its
-// idle time between requests), and at the cap the one with the least of
-// that time left goes. A peer that stalls, trickles or sits on a fresh
-// connection is therefore always due before one that is getting through
-// its request, and before the kept-alive connections that answered
-// requests (due only at IdleTimeout), so a caller that moves its request
-// along, as the kube-apiserver does, is not the one cut. With client
-// authentication, connections still in the handshake (no caller proven
-// yet) all go before any authenticated one.
+// A proven address's new connection is never refused: a connection is
+// closed to make room, chosen by cuttable.victim. A connection not busy
+// deciding an admission is either in a stage of a request (its
+// handshake, its headers, its body) or kept alive after answering one.
+// One in a stage has a due time, when it will be closed anyway unless it
+// makes progress (its handshake's deadline, its headers' deadline, the
+// deadline its body's pace has earned), and the one with the least of
+// that time left goes first: a peer that stalls, trickles or sits on a
+// connection is cut before one getting through its request, and before
+// the kept-alive connections. But when that connection entered its stage
+// less than quietFor ago and a kept-alive one has been idle for
+// quietFor, the one idle longest goes instead. A caller's pool hands out
+// the connection it used last, so one idle that long is a spare, or belongs
+// to a client the caller has dropped (the kube-apiserver builds a new
+// client for a webhook each time its caBundle changes, and the old one's
+// kept-alive connections, up to 25, sit idle for 90 seconds before it
+// closes them), while a connection in its first moments may be the
+// kube-apiserver's own, handshaking for an admission that fails if it is
+// cut. (Closing a kept-alive connection just as its caller reuses it
+// fails that admission too, which is why one in use, idle less than
+// quietFor, is not preferred.) With client authentication, connections
+// still in the handshake (no caller proven yet) come before all
+// authenticated ones in the order of due times.
 //
 // An unproven address's new connection is refused at its address's cap,
 // and at the global cap when that address holds unprovenGrace
@@ -81,7 +91,7 @@ type connLimiter struct {
 
 	mu    sync.Mutex
 	count int
-	all   dueHeap
+	all   cuttable
 	peers map[netip.Addr]*peerConns
 	// proven holds the addresses proven since the server started, each
 	// with when its last proved connection closed; at most max entries.
@@ -94,6 +104,14 @@ type connLimiter struct {
 // fewer than a flood's addresses hold when sharing MaxConnections.
 const unprovenGrace = 8
 
+// quietFor is how long a connection stays in one stage of a request (its
+// handshake, its headers, its body) before it no longer counts as
+// getting through it, and how long a kept-alive connection sits idle
+// before it counts as a spare: the kube-apiserver passes each stage
+// within milliseconds, and reuses a connection in use within as little,
+// and a second leaves room for a busy machine.
+const quietFor = time.Second
+
 // peerConns are the open connections of one peer address.
 type peerConns struct {
 	addr  netip.Addr
@@ -103,7 +121,7 @@ type peerConns struct {
 	// failed is when a handshake from the address last failed, other
 	// than by a cut.
 	failed time.Time
-	due    dueHeap
+	due    cuttable
 }
 
 func newConnLimiter(o Options, idle time.Duration) *connLimiter {
@@ -116,7 +134,7 @@ func newConnLimiter(o Options, idle time.Duration) *connLimiter {
 		authenticated: o.ClientCAFile != "",
 		now:           time.Now,
 		freed:         make(chan struct{}, 1),
-		all:           dueHeap{slot: 0},
+		all:           newCuttable(0),
 		peers:         map[netip.Addr]*peerConns{},
 		proven:        map[netip.Addr]time.Time{},
 	}
@@ -130,8 +148,14 @@ type trackedConn struct {
 	peer *peerConns
 
 	due time.Time
-	// pos is the connection's index in l.all and in peer.due; -1 when it
-	// is in neither (busy, or forgotten).
+	// since is when the connection entered its stage: accepted,
+	// handshaken, request headers in, or kept alive after an answer.
+	since time.Time
+	// kept is set while it waits, kept alive, for its next request.
+	kept bool
+	// pos is the connection's index in l.all and in peer.due (in the
+	// heaps of its kind, kept or in a stage); -1 when it is in neither
+	// (busy, or forgotten).
 	pos     [2]int
 	counted bool
 	// shaken is set once the TLS handshake is done; proved once the
@@ -270,9 +294,9 @@ func (l *connLimiter) makeRoom(addr netip.Addr) (victim *trackedConn, v verdict)
 	}
 	switch v = decide(a); v {
 	case cutOwn:
-		victim = p.due.conns[0]
+		victim = p.due.victim(l.now())
 	case cutAny:
-		victim = l.all.conns[0]
+		victim = l.all.victim(l.now())
 	}
 	if victim != nil {
 		l.forget(victim)
@@ -323,11 +347,12 @@ func (l *connLimiter) remember(addr netip.Addr) {
 func (l *connLimiter) add(raw net.Conn, addr netip.Addr) *trackedConn {
 	p := l.peers[addr]
 	if p == nil {
-		p = &peerConns{addr: addr, due: dueHeap{slot: 1}}
+		p = &peerConns{addr: addr, due: newCuttable(1)}
 		l.peers[addr] = p
 	}
 	c := &trackedConn{Conn: raw, l: l, peer: p, counted: true, pos: [2]int{-1, -1}}
-	c.due = l.now().Add(l.handshake)
+	c.since = l.now()
+	c.due = c.since.Add(l.handshake)
 	l.count++
 	p.count++
 	l.insert(c)
@@ -362,30 +387,48 @@ func (l *connLimiter) signal() {
 
 func (l *connLimiter) insert(c *trackedConn) {
 	if c.pos[0] < 0 {
-		heap.Push(&l.all, c)
-		heap.Push(&c.peer.due, c)
+		heap.Push(l.all.of(c), c)
+		heap.Push(c.peer.due.of(c), c)
 	}
 }
 
 func (l *connLimiter) remove(c *trackedConn) {
 	if c.pos[0] >= 0 {
-		heap.Remove(&l.all, c.pos[0])
-		heap.Remove(&c.peer.due, c.pos[1])
+		heap.Remove(l.all.of(c), c.pos[0])
+		heap.Remove(c.peer.due.of(c), c.pos[1])
 	}
 }
 
-// setDue makes c due at due and, unless it is busy, a candidate to cut.
+// setDue makes c, in the same stage, due at due.
 func (l *connLimiter) setDue(c *trackedConn, due time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.setDueLocked(c, due)
+	l.place(c, due, c.since, c.kept)
 }
 
-func (l *connLimiter) setDueLocked(c *trackedConn, due time.Time) {
+// enter moves c into a new stage of a request, due at due: unless it is
+// busy, it is a candidate to cut among the connections in a stage.
+func (l *connLimiter) enter(c *trackedConn, due time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.enterLocked(c, due)
+}
+
+func (l *connLimiter) enterLocked(c *trackedConn, due time.Time) {
+	l.place(c, due, l.now(), false)
+}
+
+// place records c's due time, the start of its stage and whether it is
+// kept alive, and files it with the candidates to cut of its kind unless
+// it is busy; l.mu is held.
+func (l *connLimiter) place(c *trackedConn, due, since time.Time, kept bool) {
 	if !c.counted {
 		return
 	}
-	c.due = due
+	if c.pos[0] >= 0 && c.kept != kept {
+		l.remove(c) // filed by kind: it moves to the other heaps
+	}
+	c.due, c.since, c.kept = due, since, kept
 	if c.busy > 0 {
 		return
 	}
@@ -393,8 +436,8 @@ func (l *connLimiter) setDueLocked(c *trackedConn, due time.Time) {
 		l.insert(c)
 		return
 	}
-	heap.Fix(&l.all, c.pos[0])
-	heap.Fix(&c.peer.due, c.pos[1])
+	heap.Fix(l.all.of(c), c.pos[0])
+	heap.Fix(c.peer.due.of(c), c.pos[1])
 }
 
 // handshaken marks c's handshake done: its first request's headers are
@@ -407,7 +450,7 @@ func (l *connLimiter) handshaken(c *trackedConn) {
 	if l.authenticated {
 		l.prove(c)
 	}
-	l.setDueLocked(c, l.now().Add(l.header))
+	l.enterLocked(c, l.now().Add(l.header))
 }
 
 // handshakeFailed records that c's handshake failed, unless c was cut.
@@ -434,7 +477,7 @@ func (l *connLimiter) deciding(c *trackedConn) {
 
 // connState is http.Server.ConnState: a request whose headers are in has
 // ReadHeaderTimeout for its body to start (decode then paces it); an
-// idle connection is due at the end of its idle time.
+// idle connection is kept alive until the end of its idle time.
 func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
 	c := trackedOf(nc)
 	if c == nil {
@@ -443,12 +486,13 @@ func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateActive:
 		c.idle.Store(false)
-		l.setDue(c, l.now().Add(l.header))
+		l.enter(c, l.now().Add(l.header))
 	case http.StateIdle:
 		c.idle.Store(true)
 		l.mu.Lock()
 		c.busy = 0
-		l.setDueLocked(c, l.now().Add(l.idle))
+		now := l.now()
+		l.place(c, now.Add(l.idle), now, true)
 		l.mu.Unlock()
 		l.signal()
 	}
@@ -459,7 +503,7 @@ func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
 func (c *trackedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.idle.Load() && c.idle.CompareAndSwap(true, false) {
-		c.l.setDue(c, c.l.now().Add(c.l.header))
+		c.l.enter(c, c.l.now().Add(c.l.header))
 	}
 	return n, err
 }
@@ -511,18 +555,66 @@ func peerAddr(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// dueHeap orders connections by due time, soonest first; with client
-// authentication, connections still in their handshake come before all
-// handshaken ones. slot is the index of trackedConn.pos it maintains.
+// cuttable holds the connections of one scope (the limiter's, or one
+// peer's) that may be closed for a new one: those in a stage of a
+// request, and those kept alive between requests.
+type cuttable struct {
+	staged, kept dueHeap
+}
+
+func newCuttable(slot int) cuttable {
+	return cuttable{staged: dueHeap{slot: slot}, kept: dueHeap{slot: slot, byIdle: true}}
+}
+
+// Len is how many connections may be cut.
+func (s *cuttable) Len() int { return s.staged.Len() + s.kept.Len() }
+
+// of is the heap that files c, by its kind.
+func (s *cuttable) of(c *trackedConn) *dueHeap {
+	if c.kept {
+		return &s.kept
+	}
+	return &s.staged
+}
+
+// victim is the connection to close for a new one at now (see
+// connLimiter), nil when none may be cut: the connection in a stage due
+// soonest, unless it entered that stage less than quietFor ago and a
+// kept-alive one has been idle for quietFor, which then goes (the one
+// idle longest); a kept-alive one when no connection is in a stage.
+func (s *cuttable) victim(now time.Time) *trackedConn {
+	var staged, kept *trackedConn
+	if s.staged.Len() > 0 {
+		staged = s.staged.conns[0]
+	}
+	if s.kept.Len() > 0 {
+		kept = s.kept.conns[0]
+	}
+	spare := kept != nil && now.Sub(kept.since) >= quietFor
+	if staged == nil || spare && now.Sub(staged.since) < quietFor {
+		return kept
+	}
+	return staged
+}
+
+// dueHeap orders connections in a stage of a request by due time,
+// soonest first (with client authentication, connections still in their
+// handshake come before all handshaken ones), or, when byIdle is set,
+// kept-alive connections by how long they have been idle, longest first.
+// slot is the index of trackedConn.pos it maintains.
 type dueHeap struct {
-	conns []*trackedConn
-	slot  int
+	conns  []*trackedConn
+	slot   int
+	byIdle bool
 }
 
 func (h *dueHeap) Len() int { return len(h.conns) }
 
 func (h *dueHeap) Less(i, j int) bool {
 	a, b := h.conns[i], h.conns[j]
+	if h.byIdle {
+		return a.since.Before(b.since)
+	}
 	if a.l.authenticated && a.shaken != b.shaken {
 		return !a.shaken
 	}

@@ -73,10 +73,43 @@ func TestConnLimiterShedsTheConnectionDueSoonest(t *testing.T) {
 		// refused: the new connection is itself closed.
 		refused bool
 	}{{
-		name:    "a fresh connection goes before a kept-alive one",
+		name:    "a fresh connection goes before a kept-alive one in use",
 		max:     2,
 		open:    []conn{{name: "apiserver", peer: "10.0.0.1", stage: "idle"}, {name: "silent", peer: "10.0.0.2", stage: "handshake"}},
 		newPeer: "10.0.0.3", shed: "silent",
+	}, {
+		name: "a spare kept-alive connection goes before a connection in its first moments",
+		max:  2,
+		open: []conn{{name: "spare", peer: "10.0.0.1", stage: "idle"}, {stage: "wait", dueIn: quietFor},
+			{name: "new", peer: "10.0.0.2", stage: "handshake"}},
+		newPeer: "10.0.0.3", shed: "spare",
+	}, {
+		name: "a stalled connection goes before a spare kept-alive one",
+		max:  2,
+		open: []conn{{name: "spare", peer: "10.0.0.1", stage: "idle"}, {name: "stalled", peer: "10.0.0.2", stage: "headers"},
+			{stage: "wait", dueIn: quietFor}},
+		newPeer: "10.0.0.3", shed: "stalled",
+	}, {
+		name: "of spare kept-alive connections, the one idle longest goes",
+		max:  3,
+		open: []conn{{name: "older", peer: "10.0.0.1", stage: "idle"}, {name: "newer", peer: "10.0.0.1", stage: "idle"},
+			{stage: "wait", dueIn: quietFor}, {name: "new", peer: "10.0.0.1", stage: "handshake"}},
+		newPeer: "10.0.0.1", shed: "older",
+	}, {
+		// The kube-apiserver after caBundle changes: the connections of
+		// the clients it dropped sit idle beside the new client's.
+		name: "at its peer cap, a proven peer's spare goes before its own new connections",
+		max:  10, perPeer: 3,
+		open: []conn{{name: "dropped client's", peer: "10.0.0.1", stage: "idle"}, {stage: "wait", dueIn: 2 * quietFor},
+			{name: "handshaking", peer: "10.0.0.1", stage: "handshake"}, {name: "sending", peer: "10.0.0.1", stage: "body", dueIn: time.Millisecond}},
+		newPeer: "10.0.0.1", shed: "dropped client's",
+	}, {
+		name:          "with client authentication, a spare authenticated connection goes before a handshake in its first moments",
+		max:           2,
+		authenticated: true,
+		open: []conn{{name: "spare", peer: "10.0.0.1", stage: "idle"}, {stage: "wait", dueIn: quietFor},
+			{name: "handshake", peer: "10.0.0.2", stage: "handshake"}},
+		newPeer: "10.0.0.1", shed: "spare",
 	}, {
 		name:    "a stalled body goes before a new handshake",
 		max:     2,

@@ -30,12 +30,15 @@
 // controllers through the request's context (ObjectLimitsFrom).
 //
 // Slow peers never crowd out the kube-apiserver: a new connection is
-// always accepted at once, and at a cap the connection due soonest is
-// closed for it, the one whose handshake, headers, body pace or idle time
-// between requests is nearest its end. A peer stalling at any stage is due
-// within seconds; the kube-apiserver, which sends its requests at once and
-// keeps its connections alive between them, is not; a connection deciding
-// an admission is never cut. An address that has not proven itself (sent
+// always accepted at once, and at a cap a connection is closed for it:
+// the one in a stage of a request (handshake, headers, body) whose
+// deadline is nearest, unless it entered that stage within the last
+// second while a kept-alive connection has sat idle for a second, which
+// then goes instead (the one idle longest). A peer stalling at any stage
+// is cut first; the kube-apiserver, which sends its requests at once and
+// reuses the connection it used last, loses only connections it holds
+// spare, or those of the clients it dropped when the caBundle changed; a
+// connection deciding an admission is never cut. An address that has not proven itself (sent
 // an admission, or with ClientCAFile completed a handshake, since the
 // server started) and already holds connections gets no such
 // displacement: at a cap, or while its handshakes fail, its new

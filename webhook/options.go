@@ -35,9 +35,11 @@ const (
 	// the process's memory.
 	DefaultMaxConnections = 1000
 	// DefaultMaxConnectionsPerPeer is twice the admissions a replica
-	// decides at once (DefaultMaxAdmissionsInFlight), so one kube-apiserver
-	// never meets it, and a quarter of DefaultMaxConnections, so one
-	// address cannot hold them all.
+	// decides at once (DefaultMaxAdmissionsInFlight), and a quarter of
+	// DefaultMaxConnections, so one address cannot hold them all. A
+	// kube-apiserver meets it only while it holds the idle connections of
+	// clients it dropped (up to 25 for 90 seconds after each change of the
+	// caBundle), which are then the ones closed.
 	DefaultMaxConnectionsPerPeer = 256
 	// DefaultHandshakeTimeout bounds a TLS handshake: a few round trips,
 	// which take milliseconds inside a cluster.
@@ -120,24 +122,26 @@ type Options struct {
 	// once. At the cap, one from a proven address (one that has sent an
 	// admission, or with ClientCAFile set completed a handshake, since
 	// the server started) or from an address holding fewer than 8
-	// connections closes the connection due soonest, the one with the
-	// least time left before its handshake, headers, body pace or idle
-	// time would end it anyway (see HandshakeTimeout, ReadHeaderTimeout,
-	// MinBodyRate); one from another address is reset before any TLS,
-	// which spares the handshakes that cut peers' reconnections would
-	// cost (and so is it below the cap while that address's handshakes
-	// fail). Connections deciding an admission are never closed; with
-	// ClientCAFile set, no authenticated connection is closed while one
-	// is still in its handshake. Only when every connection is deciding
-	// does a new one wait.
+	// connections closes another: the connection in a stage of a request
+	// with the least time left before its handshake, headers or body pace
+	// would end it anyway (see HandshakeTimeout, ReadHeaderTimeout,
+	// MinBodyRate), unless it entered that stage within the last second
+	// while a kept-alive connection has been idle for a second: then the
+	// kept-alive connection idle longest. One from another address is
+	// reset before any TLS, which spares the handshakes that cut peers'
+	// reconnections would cost (and so is it below the cap while that
+	// address's handshakes fail). Connections deciding an admission are
+	// never closed; with ClientCAFile set, connections still in their
+	// handshake come before authenticated ones in the order of deadlines.
+	// Only when every connection is deciding does a new one wait.
 	MaxConnections int
 	// MaxConnectionsPerPeer caps the connections held open from one IP
 	// address (default DefaultMaxConnectionsPerPeer; at most
 	// MaxConnections). At it, a new connection from a proven address
-	// closes that address's connection due soonest, so a peer flooding
-	// the port from the kube-apiserver's address cuts its own (if all of
-	// them are deciding, the new one waits); one from an unproven address
-	// is reset before any TLS.
+	// closes one of that address's, chosen as at MaxConnections, so a
+	// peer flooding the port from the kube-apiserver's address cuts its
+	// own (if all of them are deciding, the new one waits); one from an
+	// unproven address is reset before any TLS.
 	MaxConnectionsPerPeer int
 	// HandshakeTimeout bounds a connection's TLS handshake from its
 	// accept (default DefaultHandshakeTimeout).

@@ -273,7 +273,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}))
 	caps := fmt.Sprintf("(%s, %s)", s.opts.SettingName("MaxConnections"), s.opts.SettingName("MaxConnectionsPerPeer"))
 	ln = newTLSListener(ln, limiter, tlsConfig, sampled,
-		"at a connection cap "+caps+": closed the connection due soonest for a new one",
+		"at a connection cap "+caps+": closed a connection for a new one (one stalled in a request, or kept alive and idle)",
 		fmt.Sprintf("connection caps %s: reset a new connection before TLS from an address that has not proven itself (sent no admission, or with client authentication completed no handshake) and holds connections (at its cap, or %d or more at the global cap or while its handshakes fail)", caps, unprovenGrace))
 	srv := &http.Server{
 		Handler:           s,

@@ -177,11 +177,11 @@ func newWebhook(ctx context.Context, namespace, component string, f Flags, opts 
 // sharedmain keeps no copy of either. Only the flag names live here.
 func registerWebhookFlags(fs *flag.FlagSet, o *webhook.Options) {
 	fs.DurationVar(&o.ReadTimeout, "webhook-read-timeout", o.ReadTimeout, "longest time to read one admission request, headers and body; the request's own timeout shortens it")
-	fs.IntVar(&o.MaxConnections, "webhook-max-connections", o.MaxConnections, "connections the webhook holds open at once; at the cap the connection due soonest "+
-		"(its handshake, headers, body pace or idle time nearest their end) is closed for a new one, unless the new one's address has sent no admission yet "+
-		"and holds 8 already: then it is reset before TLS; connections deciding an admission are never closed")
+	fs.IntVar(&o.MaxConnections, "webhook-max-connections", o.MaxConnections, "connections the webhook holds open at once; at the cap one is closed for a new one "+
+		"(the one in a request whose handshake, headers or body pace is nearest its deadline, or, while that one is in its first second, a kept-alive one idle for a second or more), "+
+		"unless the new one's address has sent no admission yet and holds 8 already: then it is reset before TLS; connections deciding an admission are never closed")
 	fs.IntVar(&o.MaxConnectionsPerPeer, "webhook-max-connections-per-peer", o.MaxConnectionsPerPeer, "connections the webhook holds open from one IP address; "+
-		"at the cap a new one closes that address's connection due soonest, or, from an address that has sent no admission yet, is reset before TLS")
+		"at the cap a new one closes one of that address's (chosen as at --webhook-max-connections), or, from an address that has sent no admission yet, is reset before TLS")
 	fs.DurationVar(&o.HandshakeTimeout, "webhook-handshake-timeout", o.HandshakeTimeout, "longest time for a connection's TLS handshake")
 	fs.DurationVar(&o.ReadHeaderTimeout, "webhook-read-header-timeout", o.ReadHeaderTimeout, "longest time for a request's headers; a body has as long again to start")
 	fs.Var(byteQuantity{&o.MinBodyRate}, "webhook-min-body-rate", "slowest average pace, in bytes a second (a quantity, e.g. 256Ki), at which a body may arrive "+
