@@ -151,7 +151,10 @@ type trackedConn struct {
 	// since is when the connection entered its stage: accepted,
 	// handshaken, request headers in, or kept alive after an answer.
 	since time.Time
-	// kept is set while it waits, kept alive, for its next request.
+	// kept is set while it waits, kept alive, for its next request: the
+	// kind it is filed under. (idle, below, says the same without the
+	// lock for Read, and turns false before Read takes the lock to
+	// refile it.)
 	kept bool
 	// pos is the connection's index in l.all and in peer.due (in the
 	// heaps of its kind, kept or in a stage); -1 when it is in neither
