@@ -46,6 +46,20 @@ func dialFrom(t *testing.T, local, addr string, roots *testPKI) *tls.Conn {
 	return c
 }
 
+// wantOK fails t unless an admission, what, was answered 200; it reads
+// the answer's body to its end, so its connection can carry the next.
+func wantOK(t *testing.T, what string, resp *http.Response, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", what, resp.Status)
+	}
+}
+
 // closedWithin reports whether the server closes c within d.
 func closedWithin(c net.Conn, d time.Duration) error {
 	c.SetReadDeadline(time.Now().Add(d))
@@ -72,14 +86,7 @@ func TestSlowPeersAreShedAtTheCap(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %s", what, resp.Status)
-		}
+		wantOK(t, what, resp, err)
 	}
 	admit("first request")
 
@@ -179,14 +186,7 @@ func TestPeerCapRefusesUnprovenAndCutsProven(t *testing.T) {
 		fmt.Fprintf(prover, "POST /allow HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(review), review)
 		prover.SetReadDeadline(time.Now().Add(5 * time.Second))
 		resp, err := http.ReadResponse(answers, nil)
-		if err != nil {
-			t.Fatalf("admission from 127.0.0.3 %s: %v (its kept-alive connection was cut)", what, err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("admission from 127.0.0.3 %s: %s", what, resp.Status)
-		}
+		wantOK(t, "admission from 127.0.0.3 "+what+" (a failure means its kept-alive connection was cut)", resp, err)
 	}
 	admit("before the flood")
 	var flood []*tls.Conn
