@@ -53,17 +53,19 @@ NEWEST_ONLY = test\/(faults|rollout|hostile|operator|fixturebinding|demo)(\/.*)?
 CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/ github.com\/bindkit\/bindkit\/(test\/testenv|envtest|bindingtest)( |$$)/ && $$1 !~ /^github.com\/bindkit\/bindkit\/($(NEWEST_ONLY))$$/ {print $$1}')
 
 # Suites that mostly wait (for leases to expire, backoffs, rollout
-# deadlines; a tenth to a fifth of a core each): a second go test runs them
-# one at a time beside the main one, so they do not hold one of its two
-# lanes for a quarter of an hour.
-WAITING = ./test/faults/rollout ./test/faults ./test/faults/backoff
+# deadlines, certificate rotations, the example binary's restarts; a tenth
+# to a half of a core each): a second go test runs them two at a time
+# beside the main one, so they do not hold its two lanes while the
+# CPU-heavy suites (cmd/bindkit's builds, test/hostile's floods) could use
+# them. Longest first, so neither lane ends with one of them alone.
+WAITING = ./test/faults/rollout ./examples/sinkbinding/... ./test/faults/outage ./test/faults ./test/faults/backoff ./test/fixturebinding
 WAITING_PKGS = $(shell $(GO) list $(WAITING))
 
 # go test starts the packages it is given in their order (a package named
 # twice runs once), two at a time on two cores; these take longest (one to
 # five minutes each, longest first), so they start first and a pass does
 # not end with one of them running alone.
-SLOW_FIRST = ./cmd/bindkit ./examples/sinkbinding/... ./test/faults/outage ./test/hostile ./test/faults/admission ./test/rollout ./test/fixturebinding ./test/operator ./test/e2e ./test/docs ./test/lifecycle
+SLOW_FIRST = ./cmd/bindkit ./test/hostile ./test/rollout ./test/faults/admission ./test/operator ./test/e2e ./test/docs ./test/lifecycle
 MAIN_PKGS = $(filter-out $(WAITING_PKGS),$(shell $(GO) list $(SLOW_FIRST) ./...))
 OLDER_SLOW_FIRST = $(foreach p,examples/sinkbinding/pkg/reconciler/sinkbinding cmd/bindkit test/e2e envtest config,$(filter github.com/bindkit/bindkit/$(p),$(CONTROL_PLANE_PKGS)))
 
@@ -88,15 +90,16 @@ TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 ## against the newest minor, then the control-plane tests against the older.
 test: tools vet
 	@side=$$(mktemp); \
-	$(GO) test $(TEST_FLAGS) -p 1 $(WAITING_PKGS) > $$side 2>&1 & waiting=$$!; \
+	{ $(GO) test $(TEST_FLAGS) -p 2 $(WAITING_PKGS); w=$$?; \
+	  (cd $(CR_MODULE) && $(GO) test $(TEST_FLAGS) ./...); c=$$?; \
+	  test $$w -eq 0 && test $$c -eq 0; } > $$side 2>&1 & waiting=$$!; \
 	trap 'kill $$waiting 2>/dev/null; rm -f $$side' EXIT; \
-	echo "$(GO) test $(TEST_FLAGS) -p 1 $(WAITING) (beside the main pass; its output follows it)"; \
+	echo "$(GO) test $(TEST_FLAGS) -p 2 $(WAITING), then the $(CR_MODULE) module (beside the main pass; their output follows it)"; \
 	$(GO) test $(TEST_FLAGS) $(MAIN_PKGS); main=$$?; \
 	wait $$waiting; waited=$$?; cat $$side; \
 	test $$main -eq 0 && test $$waited -eq 0
-	cd $(CR_MODULE) && $(GO) test $(TEST_FLAGS) ./...
 	@echo "integration tests against Kubernetes $(OLDER_MINOR):"
-	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test $(TEST_FLAGS) $(OLDER_SLOW_FIRST) $(CONTROL_PLANE_PKGS)
+	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test $(TEST_FLAGS) -p 3 $(OLDER_SLOW_FIRST) $(CONTROL_PLANE_PKGS)
 	cd $(CR_MODULE) && BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test $(TEST_FLAGS) ./...
 
 ## tools: build kube-apiserver, kube-controller-manager, kube-scheduler and
