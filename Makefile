@@ -67,6 +67,9 @@ WAITING_PKGS = $(shell $(GO) list $(WAITING))
 # not end with one of them running alone.
 SLOW_FIRST = ./cmd/bindkit ./test/hostile ./test/rollout ./test/faults/admission ./test/operator ./test/e2e ./test/docs ./test/lifecycle
 MAIN_PKGS = $(filter-out $(WAITING_PKGS),$(shell $(GO) list $(SLOW_FIRST) ./...))
+# The older minor's pass runs three at a time: its longest suite (the
+# sinkbinding example) mostly waits for the example binary to start and
+# stop, and the rest fit beside it.
 OLDER_SLOW_FIRST = $(foreach p,examples/sinkbinding/pkg/reconciler/sinkbinding cmd/bindkit test/e2e envtest config,$(filter github.com/bindkit/bindkit/$(p),$(CONTROL_PLANE_PKGS)))
 
 # The module that runs Binding kinds inside a controller-runtime Manager
