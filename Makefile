@@ -96,7 +96,7 @@ test: tools vet
 	{ $(GO) test $(TEST_FLAGS) -p 2 $(WAITING_PKGS); w=$$?; \
 	  (cd $(CR_MODULE) && $(GO) test $(TEST_FLAGS) ./...); c=$$?; \
 	  test $$w -eq 0 && test $$c -eq 0; } > $$side 2>&1 & waiting=$$!; \
-	trap 'kill $$waiting 2>/dev/null; rm -f $$side' EXIT; \
+	trap 'pkill -P $$waiting 2>/dev/null; kill $$waiting 2>/dev/null; rm -f $$side' EXIT; \
 	echo "$(GO) test $(TEST_FLAGS) -p 2 $(WAITING), then the $(CR_MODULE) module (beside the main pass; their output follows it)"; \
 	$(GO) test $(TEST_FLAGS) $(MAIN_PKGS); main=$$?; \
 	wait $$waiting; waited=$$?; cat $$side; \
