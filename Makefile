@@ -54,10 +54,11 @@ CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports 
 
 # Suites that mostly wait (for leases to expire, backoffs, rollout
 # deadlines, certificate rotations, the example binary's restarts; a tenth
-# to a half of a core each): a second go test runs them two at a time
-# beside the main one, so they do not hold its two lanes while the
-# CPU-heavy suites (cmd/bindkit's builds, test/hostile's floods) could use
-# them. Longest first, so neither lane ends with one of them alone.
+# to a half of a core each): they run in lanes of their own, three at a
+# time (hack/test-lanes.sh), beside the main lane, so they do not hold its
+# two slots while the CPU-heavy suites (cmd/bindkit's builds, test/hostile's
+# floods) could use them. Longest first, so a lane does not end with one of
+# them alone.
 WAITING = ./test/faults/rollout ./examples/sinkbinding/... ./test/faults/outage ./test/faults ./test/faults/backoff ./test/fixturebinding
 WAITING_PKGS = $(shell $(GO) list $(WAITING))
 
@@ -67,10 +68,14 @@ WAITING_PKGS = $(shell $(GO) list $(WAITING))
 # not end with one of them running alone.
 SLOW_FIRST = ./cmd/bindkit ./test/hostile ./test/rollout ./test/faults/admission ./test/operator ./test/e2e ./test/docs ./test/lifecycle
 MAIN_PKGS = $(filter-out $(WAITING_PKGS),$(shell $(GO) list $(SLOW_FIRST) ./...))
-# The older minor's pass runs three at a time: its longest suite (the
-# sinkbinding example) mostly waits for the example binary to start and
-# stop, and the rest fit beside it.
-OLDER_SLOW_FIRST = $(foreach p,examples/sinkbinding/pkg/reconciler/sinkbinding cmd/bindkit test/e2e envtest config,$(filter github.com/bindkit/bindkit/$(p),$(CONTROL_PLANE_PKGS)))
+
+# The older minor's pass: its longest suite, the sinkbinding example (four
+# to five minutes, mostly waiting for the example binary to start and
+# stop), runs in a lane of its own from the start; the rest follows the
+# main lane, three at a time.
+OLDER_WAITING_PKGS = $(filter github.com/bindkit/bindkit/examples/sinkbinding/pkg/reconciler/sinkbinding,$(CONTROL_PLANE_PKGS))
+OLDER_SLOW_FIRST = $(foreach p,cmd/bindkit test/e2e test/lifecycle envtest config policy,$(filter github.com/bindkit/bindkit/$(p),$(CONTROL_PLANE_PKGS)))
+OLDER_PKGS = $(filter-out $(OLDER_WAITING_PKGS),$(OLDER_SLOW_FIRST) $(CONTROL_PLANE_PKGS))
 
 # The module that runs Binding kinds inside a controller-runtime Manager
 # (controllerruntime/, with its kubebuilder example) has a go.mod of its
@@ -90,20 +95,13 @@ TEST_TIMEOUT ?= 30m
 TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 
 ## test: build the control planes if needed, vet, run every test with -race
-## against the newest minor, then the control-plane tests against the older.
+## against the newest minor and the control-plane tests against the older,
+## in three lanes at once (hack/test-lanes.sh).
 test: tools vet
-	@side=$$(mktemp); \
-	{ $(GO) test $(TEST_FLAGS) -p 2 $(WAITING_PKGS); w=$$?; \
-	  (cd $(CR_MODULE) && $(GO) test $(TEST_FLAGS) ./...); c=$$?; \
-	  test $$w -eq 0 && test $$c -eq 0; } > $$side 2>&1 & waiting=$$!; \
-	trap 'pkill -P $$waiting 2>/dev/null; kill $$waiting 2>/dev/null; rm -f $$side' EXIT; \
-	echo "$(GO) test $(TEST_FLAGS) -p 2 $(WAITING), then the $(CR_MODULE) module (beside the main pass; their output follows it)"; \
-	$(GO) test $(TEST_FLAGS) $(MAIN_PKGS); main=$$?; \
-	wait $$waiting; waited=$$?; cat $$side; \
-	test $$main -eq 0 && test $$waited -eq 0
-	@echo "integration tests against Kubernetes $(OLDER_MINOR):"
-	BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test $(TEST_FLAGS) -p 3 $(OLDER_SLOW_FIRST) $(CONTROL_PLANE_PKGS)
-	cd $(CR_MODULE) && BINDKIT_KUBE_MINOR=$(OLDER_MINOR) $(GO) test $(TEST_FLAGS) ./...
+	@GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' OLDER_MINOR='$(OLDER_MINOR)' CR_MODULE='$(CR_MODULE)' \
+	MAIN_PKGS='$(MAIN_PKGS)' WAITING_PKGS='$(WAITING_PKGS)' \
+	OLDER_PKGS='$(OLDER_PKGS)' OLDER_WAITING_PKGS='$(OLDER_WAITING_PKGS)' \
+	hack/test-lanes.sh
 
 ## tools: build kube-apiserver, kube-controller-manager, kube-scheduler and
 ## etcd of both minors, and kwok (first time: about 6 minutes for 1.37, 4.5

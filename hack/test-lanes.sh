@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Runs the go test invocations of `make test` in three lanes at once, prints
+# the first lane as it runs and the others once they end, says how long
+# each lane took, and fails if any step of any lane failed.
+#
+# The Makefile's test target calls it with what it computes in the
+# environment: GO, TEST_FLAGS, OLDER_MINOR, CR_MODULE, and the package
+# lists MAIN_PKGS, OLDER_PKGS, WAITING_PKGS, OLDER_WAITING_PKGS (see the
+# Makefile for what goes in which, and why).
+#
+# Why lanes: on 2 cores, one go test -p 2 over everything leaves a core
+# idle for minutes while suites that mostly wait (lease expiries, rollout
+# deadlines, an example binary's restarts) run two at a time. Those run in
+# lanes of their own beside the CPU-heavy ones, for both minors.
+set -uo pipefail
+
+: "${GO:=go}" "${TEST_FLAGS:=-race -count=1}" "${OLDER_MINOR:?}" "${CR_MODULE:?}"
+: "${MAIN_PKGS:?}" "${OLDER_PKGS:?}" "${WAITING_PKGS:?}" "${OLDER_WAITING_PKGS:?}"
+
+out=$(mktemp -d)
+lanes=()
+stop() {
+	# An early exit (Ctrl-C, a killed make) stops every lane: each runs in
+	# a process group of its own (set -m below), which holds its shell, go
+	# test and the test binaries (a control plane dies with the test binary
+	# that started it).
+	local pid
+	for pid in "${lanes[@]}"; do
+		kill -TERM -- "-$pid" 2>/dev/null
+	done
+	rm -rf "$out"
+}
+trap stop EXIT
+trap 'exit 130' INT TERM
+
+# The steps a lane runs. TEST_FLAGS and the package lists are split on
+# spaces on purpose.
+newest() { $GO test $TEST_FLAGS "$@"; }
+older() { BINDKIT_KUBE_MINOR=$OLDER_MINOR $GO test $TEST_FLAGS "$@"; }
+module_newest() { (cd "$CR_MODULE" && $GO test $TEST_FLAGS ./...); }
+module_older() { (cd "$CR_MODULE" && BINDKIT_KUBE_MINOR=$OLDER_MINOR $GO test $TEST_FLAGS ./...); }
+
+# lane NAME STEP...: runs each step (a command line of the functions
+# above) in turn, even after one fails, and reports the lane's time.
+lane() {
+	local name=$1 start=$SECONDS failed=0 step
+	shift
+	for step in "$@"; do
+		echo "[$name] $step"
+		eval "$step" || failed=1
+	done
+	echo "[$name] done in $((SECONDS - start)) s: $([ $failed = 0 ] && echo ok || echo FAILED)"
+	return $failed
+}
+
+# Every lane runs in the background, the main one too (the shell runs its
+# traps only between commands, and wait is one it leaves at once for a
+# signal), each in a process group of its own.
+set -m
+lane main 'newest $MAIN_PKGS' 'older -p 3 $OLDER_PKGS' &
+lanes+=($!)
+lane waiting 'newest -p 3 $WAITING_PKGS' module_newest >"$out/waiting" 2>&1 &
+lanes+=($!)
+lane older-waiting 'older $OLDER_WAITING_PKGS' module_older >"$out/older-waiting" 2>&1 &
+lanes+=($!)
+echo "two lanes run beside this one (waiting, older-waiting); their output follows this one's"
+
+failed=0
+for pid in "${lanes[@]}"; do
+	wait "$pid" || failed=1
+done
+lanes=()
+cat "$out/waiting" "$out/older-waiting"
+[ $failed = 0 ] && echo "make test: every lane passed" || echo "make test: a lane FAILED (search for FAIL above)"
+exit $failed
