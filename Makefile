@@ -69,13 +69,11 @@ WAITING_PKGS = $(shell $(GO) list $(WAITING))
 SLOW_FIRST = ./cmd/bindkit ./test/hostile ./test/rollout ./test/faults/admission ./test/operator ./test/e2e ./test/docs ./test/lifecycle
 MAIN_PKGS = $(filter-out $(WAITING_PKGS),$(shell $(GO) list $(SLOW_FIRST) ./...))
 
-# The older minor's pass: its longest suite, the sinkbinding example (four
-# to five minutes, mostly waiting for the example binary to start and
-# stop), runs in a lane of its own from the start; the rest follows the
-# main lane, three at a time.
-OLDER_WAITING_PKGS = $(filter github.com/bindkit/bindkit/examples/sinkbinding/pkg/reconciler/sinkbinding,$(CONTROL_PLANE_PKGS))
-OLDER_SLOW_FIRST = $(foreach p,cmd/bindkit test/e2e test/lifecycle envtest config policy,$(filter github.com/bindkit/bindkit/$(p),$(CONTROL_PLANE_PKGS)))
-OLDER_PKGS = $(filter-out $(OLDER_WAITING_PKGS),$(OLDER_SLOW_FIRST) $(CONTROL_PLANE_PKGS))
+# The older minor's pass runs in a lane of its own from the start, three at
+# a time: its longest suite, the sinkbinding example (four to five
+# minutes, mostly waiting for the example binary to start and stop), first.
+OLDER_SLOW_FIRST = $(foreach p,examples/sinkbinding/pkg/reconciler/sinkbinding cmd/bindkit test/e2e test/lifecycle envtest config policy,$(filter github.com/bindkit/bindkit/$(p),$(CONTROL_PLANE_PKGS)))
+OLDER_PKGS = $(OLDER_SLOW_FIRST) $(filter-out $(OLDER_SLOW_FIRST),$(CONTROL_PLANE_PKGS))
 
 # The module that runs Binding kinds inside a controller-runtime Manager
 # (controllerruntime/, with its kubebuilder example) has a go.mod of its
@@ -100,7 +98,7 @@ TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 test: tools vet
 	@GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' OLDER_MINOR='$(OLDER_MINOR)' CR_MODULE='$(CR_MODULE)' \
 	MAIN_PKGS='$(MAIN_PKGS)' WAITING_PKGS='$(WAITING_PKGS)' \
-	OLDER_PKGS='$(OLDER_PKGS)' OLDER_WAITING_PKGS='$(OLDER_WAITING_PKGS)' \
+	OLDER_PKGS='$(OLDER_PKGS)' \
 	hack/test-lanes.sh
 
 ## tools: build kube-apiserver, kube-controller-manager, kube-scheduler and

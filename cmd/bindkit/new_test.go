@@ -26,6 +26,7 @@ import (
 // own tests; without it the generated test skips and so does this one,
 // except under CI=true, where the generated test fails.
 func TestNewScaffoldsAPassingModule(t *testing.T) {
+	t.Parallel() // minutes of builds and a control plane: beside the other scaffolding tests
 	if testing.Short() {
 		t.Skip("scaffolds a module, vets and tests it twice: minutes (make test runs it)")
 	}

@@ -120,6 +120,7 @@ var newcomersBugs = []newcomersBug{{
 // field and the fix. The author's one edit of a generated file states Do's
 // promise to reach every container (ContractOptions.Reach).
 func TestContractCatchesNewcomersBugs(t *testing.T) {
+	t.Parallel() // eleven go test runs: beside the other scaffolding tests
 	if testing.Short() {
 		t.Skip("scaffolds a module and runs go test in it eleven times: minutes (make test runs it)")
 	}
@@ -183,6 +184,7 @@ func TestContractCatchesNewcomersBugs(t *testing.T) {
 // output beyond the tests' names; and an Example that leaves a required
 // field empty fails TestExampleIsValid naming the field.
 func TestNewcomersKindsOnAControlPlane(t *testing.T) {
+	t.Parallel() // two modules built and tested on control planes of their own
 	if bins := os.Getenv(envtest.BinDirEnv); !isExecutable(filepath.Join(bins, "kube-apiserver")) && !envtest.InCI() {
 		t.Skipf("needs a control plane: set %s to the binaries' directory (bindkit's repository: make tools)", envtest.BinDirEnv)
 	}
@@ -191,6 +193,7 @@ func TestNewcomersKindsOnAControlPlane(t *testing.T) {
 		{"example.com/sinkbinding", "SinkBinding", "testdata/declarative/types.go.txt"},
 	} {
 		t.Run(kind.kind, func(t *testing.T) {
+			t.Parallel()
 			m := scaffoldModule(t, kind.module, kind.kind)
 			types := strings.Replace(m.read(kind.types), "//README\n", readmeDeclarative(t), 1)
 			m.writeTypes(types)
