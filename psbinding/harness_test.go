@@ -184,7 +184,10 @@ func (h *harness) start(t *testing.T) {
 	}
 	reconcilerImpl = controller.NewImpl(r, logger, "envbindings")
 	h.reconciler, h.subjects = reconcilerImpl, r.Factory
-	h.ac, err = NewAdmissionReconciler(AdmissionConfig{
+	// The handlers below read this process's reconciler, not h.ac: the
+	// informers of a stopped process may still deliver an event while
+	// restart sets h.ac to the next process's.
+	ac, err := NewAdmissionReconciler(AdmissionConfig{
 		ConfigurationName: h.webhook, WebhookName: "envbindings.test.bindkit.dev", Path: "/envbindings",
 		ListAll: listAll, KubeClient: h.kube, Mapper: mapper,
 		SecretLister: secrets.Lister(), SecretName: certSecret, SystemNamespace: h.system, Logger: logger,
@@ -192,18 +195,19 @@ func (h *harness) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acImpl := controller.NewImpl(h.ac, logger, "envbindings-webhook")
+	h.ac = ac
+	acImpl := controller.NewImpl(ac, logger, "envbindings-webhook")
 	bindings.Informer().AddEventHandler(controller.HandleAll(func(obj any) {
 		reconcilerImpl.Enqueue(obj)
-		acImpl.EnqueueKey(h.ac.Key())
+		acImpl.EnqueueKey(ac.Key())
 	}))
-	secrets.Informer().AddEventHandler(controller.HandleAll(func(any) { acImpl.EnqueueKey(h.ac.Key()) }))
+	secrets.Informer().AddEventHandler(controller.HandleAll(func(any) { acImpl.EnqueueKey(ac.Key()) }))
 	kubeInformers.Start(stop)
 	bindingInformers.Start(stop)
 	kubeInformers.WaitForCacheSync(stop)
 	bindingInformers.WaitForCacheSync(stop)
 
-	server, err := webhook.New(webhook.Options{SecretName: certSecret, GracePeriod: -1, Logger: logger}, secrets.Lister().Secrets(h.system), h.ac)
+	server, err := webhook.New(webhook.Options{SecretName: certSecret, GracePeriod: -1, Logger: logger}, secrets.Lister().Secrets(h.system), ac)
 	if err != nil {
 		t.Fatal(err)
 	}
