@@ -44,8 +44,8 @@ trap 'exit 130' INT TERM
 # spaces on purpose.
 newest() { $GO test $TEST_FLAGS "$@"; }
 older() { BINDKIT_KUBE_MINOR=$OLDER_MINOR $GO test $TEST_FLAGS "$@"; }
-module_newest() { (cd "$CR_MODULE" && $GO test $TEST_FLAGS ./...); }
-module_older() { (cd "$CR_MODULE" && BINDKIT_KUBE_MINOR=$OLDER_MINOR $GO test $TEST_FLAGS ./...); }
+# module newest|older: the controller-runtime module's tests on that minor.
+module() { (cd "$CR_MODULE" && "$1" ./...); }
 
 # lane NAME STEP...: runs each step (a command line of the functions
 # above) in turn, even after one fails, and reports the lane's time.
@@ -66,9 +66,9 @@ lane() {
 set -m
 lane main 'newest $MAIN_PKGS' &
 lanes+=($!)
-lane waiting 'newest -p 3 $WAITING_PKGS' module_newest >"$out/waiting" 2>&1 &
+lane waiting 'newest -p 3 $WAITING_PKGS' 'module newest' >"$out/waiting" 2>&1 &
 lanes+=($!)
-lane older 'older -p 3 $OLDER_PKGS' module_older >"$out/older" 2>&1 &
+lane older 'older -p 3 $OLDER_PKGS' 'module older' >"$out/older" 2>&1 &
 lanes+=($!)
 echo "two lanes run beside this one (waiting, older); their output follows this one's"
 
