@@ -113,6 +113,12 @@ func (g *generations) forget(uid types.UID) {
 // edit of a Binding that was quiet (or that this process has not seen
 // before) reaches them at once, so a burst costs each subject at most two
 // changes: the first edit and the last.
+//
+// A process sees edits when it reconciles, which a busy one does late: a
+// generation seen quiet long after the one before it was is the first
+// edit after a quiet spell only if it is the very next one. A skipped
+// generation means edits this process never saw came in between, so it
+// cannot know they were quiet, and waits.
 func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time, paced bool) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -128,7 +134,7 @@ func (g *generations) quietFor(b Bindable, quiet time.Duration, now time.Time, p
 		// told to wait a few nanoseconds.
 		case !ok && (b.GetGeneration() == 1 || !paced):
 			next.readyAt = time.Time{} // a new Binding, or one this process knows nothing of
-		case ok && !paced && now.Sub(s.at) >= quiet:
+		case ok && !paced && b.GetGeneration() == s.generation+1 && now.Sub(s.at) >= quiet:
 			next.readyAt = time.Time{} // the first edit after a quiet spell
 		}
 		s = next

@@ -55,3 +55,54 @@ func TestNotCachedYet(t *testing.T) {
 		})
 	}
 }
+
+// TestQuietFor: how long a Binding's generation waits before it reaches
+// subjects, by what this process saw of the Binding before and when.
+func TestQuietFor(t *testing.T) {
+	const quiet = 2 * time.Second
+	start := time.Unix(1700000000, 0).UTC()
+	type seen struct {
+		generation int64
+		after      time.Duration // since start
+	}
+	tests := []struct {
+		name  string
+		paced bool
+		seen  []seen // the calls before the last, in order
+		last  seen
+		want  time.Duration
+	}{
+		{name: "a new Binding", last: seen{1, 0}},
+		{name: "a new Binding, paced", paced: true, last: seen{1, 0}},
+		{name: "a Binding this process has not seen, at a later generation", last: seen{7, 0}},
+		{name: "the same, paced", paced: true, last: seen{7, 0}, want: quiet},
+		{name: "the first edit after a quiet spell", seen: []seen{{1, 0}}, last: seen{2, 5 * time.Second}},
+		{name: "the first edit after a quiet spell, paced", paced: true, seen: []seen{{1, 0}}, last: seen{2, 5 * time.Second}, want: quiet},
+		{name: "an edit soon after the one before", seen: []seen{{1, 0}, {2, 5 * time.Second}},
+			last: seen{3, 5*time.Second + 300*time.Millisecond}, want: quiet},
+		{name: "the same generation again, later", seen: []seen{{1, 0}, {2, 5 * time.Second}, {3, 5*time.Second + 300*time.Millisecond}},
+			last: seen{3, 6 * time.Second}, want: quiet - 700*time.Millisecond},
+		// A busy process saw generation 3, then nothing for 3 s, then
+		// generation 9: five edits it never saw came between, perhaps
+		// each within quiet of the next.
+		{name: "a skipped generation seen long after the last", seen: []seen{{1, 0}, {2, 5 * time.Second}, {3, 5*time.Second + 300*time.Millisecond}},
+			last: seen{9, 8*time.Second + 300*time.Millisecond}, want: quiet},
+		{name: "the next generation seen long after the last", seen: []seen{{1, 0}, {2, 5 * time.Second}, {3, 5*time.Second + 300*time.Millisecond}},
+			last: seen{4, 8*time.Second + 300*time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g generations
+			call := func(s seen) time.Duration {
+				b := &envBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "uid-b", Generation: s.generation}}
+				return g.quietFor(b, quiet, start.Add(s.after), tt.paced)
+			}
+			for _, s := range tt.seen {
+				call(s)
+			}
+			if got := call(tt.last); got != tt.want {
+				t.Errorf("quietFor = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
