@@ -25,6 +25,11 @@ set -uo pipefail
 : "${MAIN_PKGS:?}" "${WAITING_PKGS:?}" "${OLDER_PKGS:?}"
 
 out=$(mktemp -d)
+# The example controllers the suites run as processes are built once for
+# the whole run, not once per test process and minor (test/demo's
+# SharedBuildsEnv); the directory goes with the run.
+export BINDKIT_TEST_BUILDS=$out/builds
+mkdir "$BINDKIT_TEST_BUILDS"
 lanes=()
 stop() {
 	# An early exit (Ctrl-C, a killed make) stops every lane: each runs in

@@ -3,8 +3,11 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -39,10 +42,41 @@ func BuildController(ctx context.Context, repoRoot, binary string) error {
 	return BuildPackage(ctx, repoRoot, ControllerPackage, binary)
 }
 
+// SharedBuildsEnv names the environment variable that lets the test
+// processes of one run share their builds: set to a directory, BuildPackage
+// builds each package once into it (whichever process asks first; the
+// others wait for that build) and links or copies that binary where it is
+// asked for. `make test` sets it to a directory of its own for the run
+// (hack/test-lanes.sh) and removes it after: about thirty test processes
+// run the example controllers, and each link costs seconds of CPU. The
+// directory must not outlive the sources it was built from; unset, every
+// call builds.
+const SharedBuildsEnv = "BINDKIT_TEST_BUILDS"
+
 // BuildPackage builds the main package pkg (an import path, or a path
 // relative to repoRoot such as ./examples/sinkbinding/cmd/controller) of
-// the repository at repoRoot into binary.
+// the repository at repoRoot into binary; see SharedBuildsEnv for how
+// processes share a build.
 func BuildPackage(ctx context.Context, repoRoot, pkg, binary string) error {
+	dir := os.Getenv(SharedBuildsEnv)
+	if dir == "" {
+		return goBuild(ctx, repoRoot, pkg, binary)
+	}
+	shared, err := sharedBuild(ctx, dir, repoRoot, pkg)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return goBuild(ctx, repoRoot, pkg, binary)
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(shared, binary); err == nil {
+		return nil
+	}
+	return copyExecutable(shared, binary)
+}
+
+// goBuild runs go build for pkg in repoRoot.
+func goBuild(ctx context.Context, repoRoot, pkg, binary string) error {
 	// Without DWARF (-w), which only a debugger reads: a quarter less
 	// CPU for each link.
 	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-w", "-o", binary, pkg)
@@ -51,6 +85,58 @@ func BuildPackage(ctx context.Context, repoRoot, pkg, binary string) error {
 		return fmt.Errorf("build %s: %w\n%s", pkg, err, output)
 	}
 	return nil
+}
+
+// sharedBuild returns pkg's binary in dir, building it first if no process
+// has. The package's absolute directory (or its import path) names it, so
+// two copies of the repository never share a binary; an exclusive lock on
+// a file beside it makes the other processes wait for the one that builds.
+func sharedBuild(ctx context.Context, dir, repoRoot, pkg string) (string, error) {
+	key := pkg
+	if strings.HasPrefix(pkg, ".") {
+		abs, err := filepath.Abs(filepath.Join(repoRoot, pkg))
+		if err != nil {
+			return "", err
+		}
+		key = abs
+	}
+	sum := sha256.Sum256([]byte(key))
+	binary := filepath.Join(dir, filepath.Base(key)+"-"+hex.EncodeToString(sum[:8]))
+	lock, err := os.OpenFile(binary+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("%s (%s): %w", SharedBuildsEnv, dir, err)
+	}
+	defer lock.Close() // closing releases the lock
+	if err := lockExclusive(lock); err != nil {
+		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	if _, err := os.Stat(binary); err == nil {
+		return binary, nil
+	}
+	// Built under another name and renamed, so a binary in dir is always
+	// whole, even after a process died mid-build.
+	if err := goBuild(ctx, repoRoot, pkg, binary+".partial"); err != nil {
+		return "", err
+	}
+	return binary, os.Rename(binary+".partial", binary)
+}
+
+// copyExecutable copies the executable at from to to.
+func copyExecutable(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s to %s: %w", from, to, err)
+	}
+	return out.Close()
 }
 
 // built are the binaries BuiltFor built, by control plane directory and

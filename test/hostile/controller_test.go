@@ -34,13 +34,15 @@ import (
 	"github.com/bindkit/bindkit/certificates"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/test/demo"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/webhook"
 )
 
 const (
 	systemNamespace = "bindkit-system"
-	controllerPkg   = "../../examples/githubbinding/cmd/controller"
+	// repoRoot is the repository's root, from this package's directory.
+	repoRoot = "../.."
 )
 
 var githubBindings = schema.GroupVersionResource{Group: "bindings.bindkit.dev", Version: "v1alpha1", Resource: "githubbindings"}
@@ -60,10 +62,7 @@ func controllerBinary(t *testing.T, env *testenv.Environment) string {
 	}
 	buildOnce.Do(func() {
 		builtBinary = filepath.Join(env.Dir, "githubbinding-controller")
-		out, err := exec.Command("go", "build", "-o", builtBinary, controllerPkg).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build %s: %w\n%s", controllerPkg, err, out)
-		}
+		buildErr = demo.BuildPackage(context.Background(), repoRoot, demo.ControllerPackage, builtBinary)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
