@@ -58,24 +58,29 @@ CONTROL_PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports 
 # time (hack/test-lanes.sh), beside the main lane, so they do not hold its
 # two slots while the CPU-heavy suites (cmd/bindkit's builds, test/hostile's
 # floods) could use them. Longest first, so a lane does not end with one of
-# them alone.
+# them alone; the two that also run against the older minor (the
+# sinkbinding example, test/e2e) right after the longest, so the older
+# lane gets them early.
 # test/operator and test/e2e (waves of pods to roll out) join them: the
 # main lane was the longest (measured in CONTRIBUTING.md).
-WAITING = ./test/faults/rollout ./examples/sinkbinding/... ./test/faults/outage ./test/faults ./test/faults/backoff ./test/fixturebinding ./test/operator ./test/e2e
+WAITING = ./test/faults/rollout ./examples/sinkbinding/... ./test/e2e ./test/faults/outage ./test/faults ./test/faults/backoff ./test/fixturebinding ./test/operator
 WAITING_PKGS = $(shell $(GO) list $(WAITING))
 
 # go test starts the packages it is given in their order (a package named
 # twice runs once), two at a time on two cores; these take longest (one to
 # five minutes each, longest first), so they start first and a pass does
-# not end with one of them running alone.
-SLOW_FIRST = ./cmd/bindkit ./test/hostile ./test/rollout ./test/faults/admission ./test/lifecycle ./test/docs ./test/demo
+# not end with one of them running alone. After the four longest, the
+# packages that also run against the older minor: the older lane runs
+# each once its newest pass starts (hack/test-exec.sh hands it the test
+# binary), so they go early.
+SLOW_FIRST = ./cmd/bindkit ./test/hostile ./test/rollout ./test/faults/admission ./test/lifecycle ./envtest ./config ./policy ./bindingtest ./psbinding ./webhook ./test/docs ./test/demo
 MAIN_PKGS = $(filter-out $(WAITING_PKGS),$(shell $(GO) list $(SLOW_FIRST) ./...))
 
-# The older minor's pass runs in a lane of its own from the start, three at
-# a time: its longest suite, the sinkbinding example (four to five
-# minutes, mostly waiting for the example binary to start and stop), first.
-OLDER_SLOW_FIRST = $(foreach p,examples/sinkbinding/pkg/reconciler/sinkbinding cmd/bindkit test/e2e test/lifecycle envtest config policy,$(filter github.com/bindkit/bindkit/$(p),$(CONTROL_PLANE_PKGS)))
-OLDER_PKGS = $(OLDER_SLOW_FIRST) $(filter-out $(OLDER_SLOW_FIRST),$(CONTROL_PLANE_PKGS))
+# The directories of the packages that run against the older minor too:
+# CONTROL_PLANE_PKGS and the controller-runtime module's. The older lane
+# runs the test binaries their newest pass linked (hack/test-exec.sh).
+OLDER_DIRS = $(shell $(GO) list -f '{{.Dir}}' $(CONTROL_PLANE_PKGS)) \
+	$(shell cd $(CR_MODULE) && $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./...)
 
 # The module that runs Binding kinds inside a controller-runtime Manager
 # (controllerruntime/, with its kubebuilder example) has a go.mod of its
@@ -100,7 +105,7 @@ TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 test: tools vet
 	@GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' OLDER_MINOR='$(OLDER_MINOR)' CR_MODULE='$(CR_MODULE)' \
 	MAIN_PKGS='$(MAIN_PKGS)' WAITING_PKGS='$(WAITING_PKGS)' \
-	OLDER_PKGS='$(OLDER_PKGS)' \
+	OLDER_DIRS='$(OLDER_DIRS)' \
 	hack/test-lanes.sh
 
 ## tools: build kube-apiserver, kube-controller-manager, kube-scheduler and
