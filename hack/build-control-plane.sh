@@ -42,7 +42,7 @@ progress() {
 			n=$((n + 1))
 			if ((SECONDS - last >= 30)); then
 				last=$SECONDS
-				printf '  %d/%d packages, %dm%02ds\n' "$n" "$total" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60))
+				printf '  %s: %d/%d packages, %dm%02ds\n' "$version" "$n" "$total" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60))
 			fi
 		else
 			printf '%s\n' "$line"
