@@ -83,6 +83,33 @@ func TestKwokIsTheToolsModules(t *testing.T) {
 	}
 }
 
+// TestFrameworkSharesClientGoWithTheToolsModule: the framework's go.mod
+// and hack/tools' require the modules client-go, k8s.io/api and
+// apimachinery are built from at the same versions, so that on a fresh
+// machine (CI) vet and the example controllers reuse the newest control
+// plane's build of those packages instead of compiling them again (about
+// 170 CPU seconds; Makefile, "test"). A module missing from this list
+// shows as a recompiled client-go in `go build -v` after `make tools`.
+func TestFrameworkSharesClientGoWithTheToolsModule(t *testing.T) {
+	framework, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := os.ReadFile(filepath.Join("..", "hack", "tools", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, module := range []string{
+		"k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go",
+		"golang.org/x/net", "golang.org/x/oauth2", "golang.org/x/sys", "golang.org/x/term", "golang.org/x/text",
+		"github.com/go-logr/logr", "go.yaml.in/yaml/v3", "google.golang.org/protobuf",
+	} {
+		if got, want := requirement(t, framework, module), requirement(t, tools, module); got != want {
+			t.Errorf("go.mod requires %s %s, hack/tools/go.mod %s: align them (go get in one module)", module, got, want)
+		}
+	}
+}
+
 // TestKwokStagesNameTheFailures: the stages shipped for Workloads select
 // pods by the annotation and image the package documents, and a pod without
 // them by their absence.
