@@ -106,16 +106,14 @@ TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w -vet=off
 ## test: build the control planes if needed, vet, run every test with -race
 ## against the newest minor and the control-plane tests against the older,
 ## in three lanes at once (hack/test-lanes.sh).
-# On a fresh machine the two minors' control planes build side by side
-# (each build leaves a core idle while it links, downloads or waits on one
-# big package), then kwok beside vet: kwok reuses much of the older
-# minor's build and vet the newest's (client-go, k8s.io/api and
-# apimachinery at the same versions, with the same dependencies: keep the
-# framework's golang.org/x modules, logr, yaml and protobuf at hack/tools'
-# versions, or vet compiles client-go again).
-test:
-	@$(MAKE) --no-print-directory -j2 $(BIN)/kube-apiserver $(OLDER_BIN)/kube-apiserver
-	@$(MAKE) --no-print-directory -j2 tools vet
+# On a fresh machine each step reuses some of the Go build cache the one
+# before it filled: kwok (after the older minor's control plane) much of
+# k8s.io/api and apimachinery, vet (after both) the newest's client-go,
+# k8s.io/api and apimachinery, built at the same versions with the same
+# dependencies (envtest's TestFrameworkSharesClientGoWithTheToolsModule).
+# Building the two minors side by side took as long as one after the
+# other: both builds keep the two cores busy.
+test: tools vet
 	@GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' OLDER_MINOR='$(OLDER_MINOR)' CR_MODULE='$(CR_MODULE)' \
 	MAIN_PKGS='$(MAIN_PKGS)' WAITING_PKGS='$(WAITING_PKGS)' \
 	OLDER_DIRS='$(OLDER_DIRS)' \
