@@ -100,7 +100,7 @@ TEST_TIMEOUT ?= 30m
 # -vet=off: make test runs make vet first (every analyzer, test files
 # included), so go test's own vet (a few of those analyzers) would redo
 # it, in the race build's configuration and once per go test process:
-# about 180 CPU seconds on a fresh machine.
+# 230 CPU seconds on a fresh machine (CONTRIBUTING.md).
 TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w -vet=off
 
 ## test: build the control planes if needed, vet, run every test with -race
