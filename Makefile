@@ -110,7 +110,7 @@ TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w -vet=off
 # before it filled: kwok (after the older minor's control plane) much of
 # k8s.io/api and apimachinery, vet (after both) the newest's client-go,
 # k8s.io/api and apimachinery, built at the same versions with the same
-# dependencies (envtest's TestFrameworkSharesClientGoWithTheToolsModule).
+# dependencies (envtest's TestModulesShareClientGoBuilds).
 # Building the two minors side by side took as long as one after the
 # other: both builds keep the two cores busy.
 test: tools vet
