@@ -69,7 +69,17 @@
 // Its namespaced resources are also RawListers: ListRaw gives a page's
 // items as the JSON the kube-apiserver sent (DecodeRawList), which a
 // reconciler decodes straight into the shape (Shape.Decode) and guards
-// its patch from (GuardJSON), with no map in between.
+// its patch from (GuardJSON), with no map in between. The built-in
+// workload kinds (Deployments, StatefulSets, DaemonSets, ReplicaSets,
+// Jobs, CronJobs, Pods) are asked for as protobuf and come as their typed
+// objects (RawObject.Object), whose pod template Shape.FromObject reads
+// with no decoding: a page costs the client about a third of the CPU and
+// the kube-apiserver two thirds (bench/RESULTS.md, 2026-11-28). The
+// guard then tests the JSON the typed object writes (RawObject.Bytes),
+// which must be the kube-apiserver's: a page whose length is not what
+// the types write (a server of another minor with fields the types lack,
+// or lacking some they have) is read again as JSON, and so is that
+// resource from then on.
 //
 // # Resources
 //

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -43,27 +45,31 @@ func NewDynamicClient(cfg *rest.Config) (dynamic.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pagedDynamic{Interface: dyn, raw: raw}, nil
+	return &pagedDynamic{Interface: dyn, raw: raw, inexact: &resourceSet{}}, nil
 }
 
 // pagedDynamic is a dynamic client whose List is listPage.
 type pagedDynamic struct {
 	dynamic.Interface
 	raw rest.Interface
+	// inexact holds the built-in resources whose protobuf pages did not
+	// decode exactly (ListRaw): they are read as JSON.
+	inexact *resourceSet
 }
 
 func (d *pagedDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
-	return &pagedResource{NamespaceableResourceInterface: d.Interface.Resource(gvr), raw: d.raw, gvr: gvr}
+	return &pagedResource{NamespaceableResourceInterface: d.Interface.Resource(gvr), raw: d.raw, gvr: gvr, inexact: d.inexact}
 }
 
 type pagedResource struct {
 	dynamic.NamespaceableResourceInterface
-	raw rest.Interface
-	gvr schema.GroupVersionResource
+	raw     rest.Interface
+	gvr     schema.GroupVersionResource
+	inexact *resourceSet
 }
 
 func (r *pagedResource) Namespace(ns string) dynamic.ResourceInterface {
-	return &pagedNamespaced{ResourceInterface: r.NamespaceableResourceInterface.Namespace(ns), raw: r.raw, gvr: r.gvr, namespace: ns}
+	return &pagedNamespaced{ResourceInterface: r.NamespaceableResourceInterface.Namespace(ns), raw: r.raw, gvr: r.gvr, namespace: ns, inexact: r.inexact}
 }
 
 func (r *pagedResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
@@ -75,25 +81,68 @@ type pagedNamespaced struct {
 	raw       rest.Interface
 	gvr       schema.GroupVersionResource
 	namespace string
+	inexact   *resourceSet
 }
 
 func (r *pagedNamespaced) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
 	return listPage(ctx, r.raw, r.gvr, r.namespace, opts)
 }
 
-// ListRaw is List with the items left as JSON (RawLister).
+// ListRaw is List with the items left undecoded, or decoded into their
+// typed objects for the built-in kinds read as protobuf (RawLister).
 func (r *pagedNamespaced) ListRaw(ctx context.Context, opts metav1.ListOptions) (*RawList, error) {
-	body, err := getPage(ctx, r.raw, r.gvr, r.namespace, opts)
+	if pl, ok := protobufListOf(r.gvr); ok && !r.inexact.has(r.gvr) {
+		body, contentType, err := getPageAs(ctx, r.raw, r.gvr, r.namespace, opts, contentTypeProtobuf+", application/json")
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(contentType, contentTypeProtobuf) {
+			return DecodeRawList(body)
+		}
+		list, exact, err := decodeProtobufPage(body, pl, r.gvr.GroupVersion().String())
+		if err != nil || exact {
+			return list, err
+		}
+		// The server's kind has fields this build's types do not, or
+		// lacks some they have (another minor): a patch guarded with
+		// the typed objects' JSON could fail every test. This resource
+		// is read as JSON from now on.
+		r.inexact.add(r.gvr)
+	}
+	body, _, err := getPageAs(ctx, r.raw, r.gvr, r.namespace, opts, "application/json")
 	if err != nil {
 		return nil, err
 	}
 	return DecodeRawList(body)
 }
 
+// resourceSet is a set of resources, safe for concurrent use.
+type resourceSet struct {
+	mu  sync.Mutex
+	set map[schema.GroupVersionResource]bool
+}
+
+func (s *resourceSet) has(gvr schema.GroupVersionResource) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set[gvr]
+}
+
+func (s *resourceSet) add(gvr schema.GroupVersionResource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.set == nil {
+		s.set = map[schema.GroupVersionResource]bool{}
+	}
+	s.set[gvr] = true
+}
+
 // RawLister is implemented by the namespaced resource clients of
 // NewDynamicClient's clients (Resource(gvr).Namespace(ns)): a LIST page
-// whose items are left as the JSON the kube-apiserver sent, for a caller
-// that decodes each item into what it needs (Shape.Decode, GuardJSON)
+// whose items are left as the JSON the kube-apiserver sent, or, for the
+// built-in workload kinds, decoded from protobuf into their typed
+// objects, for a caller that reads each item into what it needs
+// (Shape.Decode or Shape.FromObject, GuardJSON of RawObject.Bytes)
 // rather than into a map it converts again.
 type RawLister interface {
 	ListRaw(ctx context.Context, opts metav1.ListOptions) (*RawList, error)
@@ -110,10 +159,17 @@ type RawList struct {
 	Items    []RawObject
 }
 
-// RawObject is an item of a RawList.
+// RawObject is an item of a RawList: its JSON, or, for an item of a
+// built-in kind that came as protobuf, its typed object. Exactly one of
+// JSON and Object is set; Bytes gives the JSON of either.
 type RawObject struct {
 	Name string // metadata.name
-	JSON []byte // the item as the kube-apiserver sent it
+	// JSON is the item as the kube-apiserver sent it, when it sent JSON.
+	JSON []byte
+	// Object is the item decoded from protobuf (*appsv1.Deployment, say),
+	// when the kube-apiserver sent protobuf. Its TypeMeta is empty, as a
+	// built-in kind's items in a list are.
+	Object runtime.Object
 }
 
 // DecodeRawList reads a LIST response's JSON into a RawList: the page is
@@ -159,8 +215,15 @@ func listPage(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionRe
 // getPage sends the dynamic client's LIST of gvr in namespace (all
 // namespaces when empty) and returns the response's JSON.
 func getPage(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) ([]byte, error) {
+	body, _, err := getPageAs(ctx, raw, gvr, namespace, opts, "application/json")
+	return body, err
+}
+
+// getPageAs sends the LIST of getPage, accepting the media types accept
+// names, and returns the response and its content type.
+func getPageAs(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, accept string) ([]byte, string, error) {
 	if msgs := path.IsValidPathSegmentName(namespace); namespace != "" && len(msgs) > 0 {
-		return nil, fmt.Errorf("list %s in namespace %q: %s", gvr, namespace, strings.Join(msgs, "; "))
+		return nil, "", fmt.Errorf("list %s in namespace %q: %s", gvr, namespace, strings.Join(msgs, "; "))
 	}
 	segments := []string{"api"}
 	if gvr.Group != "" {
@@ -171,11 +234,12 @@ func getPage(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionRes
 		segments = append(segments, "namespaces", namespace)
 	}
 	segments = append(segments, gvr.Resource)
+	var contentType string
 	body, err := raw.Get().AbsPath(segments...).
 		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, schema.GroupVersion{Version: "v1"}).
-		SetHeader("Accept", "application/json").
-		Do(ctx).Raw()
-	return body, err
+		SetHeader("Accept", accept).
+		Do(ctx).ContentType(&contentType).Raw()
+	return body, contentType, err
 }
 
 // DecodeList decodes a LIST response's JSON into an UnstructuredList as

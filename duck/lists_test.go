@@ -3,14 +3,18 @@ package duck_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/bindkit/bindkit/duck"
@@ -343,4 +347,148 @@ func BenchmarkDecodeList(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestListRawReadsBuiltInKindsAsTheServersJSONWithRealAPIServer lists
+// each built-in kind ListRaw reads as protobuf, with realistic pod
+// templates, through NewDynamicClient and, at the same resourceVersion,
+// as JSON through client-go's dynamic client. An item that came as its
+// typed object must write the JSON the kube-apiserver sent for it, field
+// for field (patches are guarded with that JSON), and give the WithPod
+// its JSON gives. Against a kube-apiserver of the minor this build's
+// types are from, every item must come typed: the protobuf read is the
+// one in use. Against another minor, a page whose fields differ from the
+// types' comes as JSON.
+func TestListRawReadsBuiltInKindsAsTheServersJSONWithRealAPIServer(t *testing.T) {
+	c := newCluster(t)
+	ctx := t.Context()
+	template := realisticDeployment().Spec.Template
+	jobTemplate := *template.DeepCopy()
+	jobTemplate.Spec.RestartPolicy = corev1.RestartPolicyNever
+	selector := &metav1.LabelSelector{MatchLabels: template.Labels}
+	suspend := true
+	kinds := []struct {
+		gvr    schema.GroupVersionResource
+		shape  duck.Shape
+		create func(name string) error
+	}{
+		{appsv1.SchemeGroupVersion.WithResource("deployments"), duck.PodSpecable(), func(name string) error {
+			d := realisticDeployment()
+			d.Name, d.Namespace, d.ResourceVersion, d.UID = name, c.ns, "", ""
+			_, err := c.kube.AppsV1().Deployments(c.ns).Create(ctx, d, metav1.CreateOptions{})
+			return err
+		}},
+		{appsv1.SchemeGroupVersion.WithResource("statefulsets"), duck.PodSpecable(), func(name string) error {
+			_, err := c.kube.AppsV1().StatefulSets(c.ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{Replicas: new(int32(0)), Selector: selector, Template: template}}, metav1.CreateOptions{})
+			return err
+		}},
+		{appsv1.SchemeGroupVersion.WithResource("daemonsets"), duck.PodSpecable(), func(name string) error {
+			_, err := c.kube.AppsV1().DaemonSets(c.ns).Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.DaemonSetSpec{Selector: selector, Template: template}}, metav1.CreateOptions{})
+			return err
+		}},
+		{appsv1.SchemeGroupVersion.WithResource("replicasets"), duck.PodSpecable(), func(name string) error {
+			_, err := c.kube.AppsV1().ReplicaSets(c.ns).Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.ReplicaSetSpec{Replicas: new(int32(0)), Selector: selector, Template: template}}, metav1.CreateOptions{})
+			return err
+		}},
+		{batchv1.SchemeGroupVersion.WithResource("jobs"), duck.PodSpecable(), func(name string) error {
+			_, err := c.kube.BatchV1().Jobs(c.ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: batchv1.JobSpec{Suspend: &suspend, Template: jobTemplate}}, metav1.CreateOptions{})
+			return err
+		}},
+		{batchv1.SchemeGroupVersion.WithResource("cronjobs"), duck.CronJob(), func(name string) error {
+			_, err := c.kube.BatchV1().CronJobs(c.ns).Create(ctx, &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: batchv1.CronJobSpec{Schedule: "@daily", Suspend: &suspend, JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: jobTemplate}}}}, metav1.CreateOptions{})
+			return err
+		}},
+		{corev1.SchemeGroupVersion.WithResource("pods"), duck.Pod(), func(name string) error {
+			_, err := c.kube.CoreV1().Pods(c.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: template.Labels}, Spec: template.Spec}, metav1.CreateOptions{})
+			return err
+		}},
+	}
+	paged, err := duck.NewDynamicClient(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameMinor := c.env.KubeMinor() == typesMinor(t)
+	for _, kind := range kinds {
+		t.Run(kind.gvr.Resource, func(t *testing.T) {
+			for i := range 3 {
+				if err := kind.create(fmt.Sprintf("%s-%d", kind.gvr.Resource, i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := c.dynamic.Resource(kind.gvr).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := paged.Resource(kind.gvr).Namespace(c.ns).(duck.RawLister).ListRaw(ctx, metav1.ListOptions{ResourceVersion: want.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Items) != len(want.Items) || len(got.Items) != 3 {
+				t.Fatalf("ListRaw: %d items, client-go %d, want 3", len(got.Items), len(want.Items))
+			}
+			for i, item := range got.Items {
+				if sameMinor && item.Object == nil {
+					t.Errorf("%s: came as JSON from a kube-apiserver %s, the minor of this build's types", item.Name, c.env.KubeMinor())
+				}
+				raw, err := item.Bytes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var obj map[string]any
+				if err := json.Unmarshal(raw, &obj); err != nil {
+					t.Fatal(err)
+				}
+				server := want.Items[i].DeepCopy()
+				unstructured.RemoveNestedField(server.Object, "apiVersion")
+				unstructured.RemoveNestedField(server.Object, "kind")
+				if diff := cmp.Diff(jsonValues(t, server.Object), obj); diff != "" {
+					t.Errorf("%s: JSON (-the kube-apiserver's +ListRaw's):\n%s", item.Name, diff)
+				}
+				serverJSON, err := json.Marshal(server.Object)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantPod, wantErr := kind.shape.Decode(serverJSON)
+				gotPod, err := kind.shape.Decode(raw)
+				if item.Object != nil {
+					gotPod, err = kind.shape.FromObject(item.Object)
+				}
+				if (err != nil) != (wantErr != nil) {
+					t.Fatalf("%s: %v, from the kube-apiserver's JSON: %v", item.Name, err, wantErr)
+				}
+				if diff := cmp.Diff(wantPod, gotPod); diff != "" {
+					t.Errorf("%s: pod (-from the kube-apiserver's JSON +from ListRaw):\n%s", item.Name, diff)
+				}
+			}
+		})
+	}
+}
+
+// typesMinor is the minor of Kubernetes that this module's k8s.io/api is
+// from (its go.mod's requirement): v0.37.2 is 1.37.
+func typesMinor(t *testing.T) string {
+	t.Helper()
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/api v0\.(\d+)\.`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod does not require k8s.io/api v0.x")
+	}
+	return "1." + string(m[1])
+}
+
+// jsonValues is v as encoding/json decodes its JSON (int64s as float64s).
+func jsonValues(t *testing.T, v any) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

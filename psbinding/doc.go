@@ -84,7 +84,8 @@
 // a Binding in force sends no request; many subjects of a selector are
 // read with paged LISTs, and through a duck.RawLister (the dynamic client
 // injection.New makes) each listed subject's pod template is decoded
-// straight from its JSON. Each patch is guarded by the values
+// straight from its JSON, or, for the built-in workload kinds, read from
+// the typed object a protobuf page brought (duck.Shape.FromObject). Each patch is guarded by the values
 // it depends on (duck.Guard), not by the subject's resourceVersion, so it
 // goes through while other clients edit other fields, and is recomputed
 // from a fresh read when someone changed what it would overwrite. The

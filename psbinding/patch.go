@@ -240,7 +240,7 @@ func listPage(ctx context.Context, client dynamic.ResourceInterface, opts metav1
 		}
 		items := make([]listed, len(page.Items))
 		for i, item := range page.Items {
-			items[i] = listed{name: item.Name, obj: &observed{raw: item.JSON, apiVersion: page.APIVersion, kind: page.Kind}}
+			items[i] = listed{name: item.Name, obj: &observed{raw: item.JSON, typed: item.Object, apiVersion: page.APIVersion, kind: page.Kind}}
 		}
 		return items, page.Continue, nil
 	}
