@@ -163,44 +163,39 @@ func (s Shape) FromObject(obj runtime.Object) (*WithPod, error) {
 // fromTyped is FromObject's reading without decoding, or nil when s is not
 // where obj's type keeps its template.
 func (s Shape) fromTyped(obj runtime.Object) *WithPod {
-	withTemplate := func(meta metav1.ObjectMeta, tm metav1.TypeMeta, template corev1.PodTemplateSpec) *WithPod {
-		meta.ManagedFields = nil // as Decode, which skips them
-		return &WithPod{TypeMeta: tm, ObjectMeta: meta, Spec: WithPodSpec{Template: template}}
-	}
+	var (
+		meta     metav1.ObjectMeta
+		typeMeta metav1.TypeMeta
+		template *corev1.PodTemplateSpec
+		at       = PodSpecable() // where obj's type keeps its template
+	)
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		if s.kind == kindSpecTemplate {
-			return withTemplate(o.ObjectMeta, o.TypeMeta, o.Spec.Template)
-		}
+		meta, typeMeta, template = o.ObjectMeta, o.TypeMeta, &o.Spec.Template
 	case *appsv1.StatefulSet:
-		if s.kind == kindSpecTemplate {
-			return withTemplate(o.ObjectMeta, o.TypeMeta, o.Spec.Template)
-		}
+		meta, typeMeta, template = o.ObjectMeta, o.TypeMeta, &o.Spec.Template
 	case *appsv1.DaemonSet:
-		if s.kind == kindSpecTemplate {
-			return withTemplate(o.ObjectMeta, o.TypeMeta, o.Spec.Template)
-		}
+		meta, typeMeta, template = o.ObjectMeta, o.TypeMeta, &o.Spec.Template
 	case *appsv1.ReplicaSet:
-		if s.kind == kindSpecTemplate {
-			return withTemplate(o.ObjectMeta, o.TypeMeta, o.Spec.Template)
-		}
+		meta, typeMeta, template = o.ObjectMeta, o.TypeMeta, &o.Spec.Template
 	case *batchv1.Job:
-		if s.kind == kindSpecTemplate {
-			return withTemplate(o.ObjectMeta, o.TypeMeta, o.Spec.Template)
-		}
+		meta, typeMeta, template = o.ObjectMeta, o.TypeMeta, &o.Spec.Template
 	case *batchv1.CronJob:
-		if s.kind == kindPath && s.pointer == CronJob().pointer {
-			return withTemplate(o.ObjectMeta, o.TypeMeta, o.Spec.JobTemplate.Spec.Template)
-		}
+		meta, typeMeta, template, at = o.ObjectMeta, o.TypeMeta, &o.Spec.JobTemplate.Spec.Template, CronJob()
 	case *corev1.Pod:
-		if s.kind == kindRoot {
-			w := &WithPod{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
-			w.ManagedFields = nil // as Decode, which skips them
-			// As Decode: the template's metadata is a copy of the Pod's.
-			w.ObjectMeta.DeepCopyInto(&w.Spec.Template.ObjectMeta)
-			w.Spec.Template.Spec = o.Spec
-			return w
-		}
+		// As Decode: the template is the Pod's metadata, copied, and its spec.
+		meta, typeMeta, at = o.ObjectMeta, o.TypeMeta, Pod()
+		template = &corev1.PodTemplateSpec{Spec: o.Spec}
+	default:
+		return nil
 	}
-	return nil
+	if s.kind != at.kind || s.pointer != at.pointer {
+		return nil
+	}
+	meta.ManagedFields = nil // as Decode, which skips them
+	w := &WithPod{TypeMeta: typeMeta, ObjectMeta: meta, Spec: WithPodSpec{Template: *template}}
+	if s.kind == kindRoot {
+		meta.DeepCopyInto(&w.Spec.Template.ObjectMeta)
+	}
+	return w
 }
