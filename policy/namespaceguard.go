@@ -128,6 +128,12 @@ func NamespaceGuardObjects(opts NamespaceGuardOptions, kube kubernetes.Interface
 	if err != nil {
 		return nil, err
 	}
+	return validatingObjects(vap, binding, kube, policies, bindings, fieldManager), nil
+}
+
+// validatingObjects are a ValidatingAdmissionPolicy and its binding as
+// Objects for a Reconciler.
+func validatingObjects(vap *admissionregistrationv1.ValidatingAdmissionPolicy, binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding, kube kubernetes.Interface, policies admissionlisters.ValidatingAdmissionPolicyLister, bindings admissionlisters.ValidatingAdmissionPolicyBindingLister, fieldManager string) []Object {
 	return []Object{
 		&Typed[admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicy]{
 			Desired: vap, Get: policies.Get, Client: kube.AdmissionregistrationV1().ValidatingAdmissionPolicies(),
@@ -136,27 +142,18 @@ func NamespaceGuardObjects(opts NamespaceGuardOptions, kube kubernetes.Interface
 			Kind:         "ValidatingAdmissionPolicy",
 			FieldManager: fieldManager,
 		},
-		&bindingObject{Typed[admissionregistrationv1.ValidatingAdmissionPolicyBinding, *admissionregistrationv1.ValidatingAdmissionPolicyBinding]{
+		&keyed[admissionregistrationv1.ValidatingAdmissionPolicyBinding, *admissionregistrationv1.ValidatingAdmissionPolicyBinding]{Typed[admissionregistrationv1.ValidatingAdmissionPolicyBinding, *admissionregistrationv1.ValidatingAdmissionPolicyBinding]{
 			Desired: binding, Get: bindings.Get, Client: kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings(),
 			Spec:         func(o *admissionregistrationv1.ValidatingAdmissionPolicyBinding) any { return &o.Spec },
 			SetSpec:      func(dst, src *admissionregistrationv1.ValidatingAdmissionPolicyBinding) { dst.Spec = src.Spec },
 			Kind:         "ValidatingAdmissionPolicyBinding",
 			FieldManager: fieldManager,
 		}},
-	}, nil
-}
-
-// bindingObject is the policy's binding under a key of its own: the policy
-// and its binding share a name, and a Reconciler's keys are names.
-type bindingObject struct {
-	Typed[admissionregistrationv1.ValidatingAdmissionPolicyBinding, *admissionregistrationv1.ValidatingAdmissionPolicyBinding]
+	}
 }
 
 // BindingKeyPrefix prefixes the Reconciler key of a policy binding, which
 // shares its policy's name.
 const BindingKeyPrefix = "binding/"
-
-// Name implements Object.
-func (b *bindingObject) Name() string { return BindingKeyPrefix + b.Desired.Name }
 
 func ptr[T any](v T) *T { return &v }
