@@ -15,8 +15,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bindkit/bindkit/bindingtest"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/examples/githubbinding/pkg/reconciler/githubbinding"
 )
 
 const fieldManager = "bindkit-config-test"
@@ -187,4 +189,17 @@ func TestGithubBindingSchemaWithRealAPIServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAdmissionPoliciesAreWhatTheControllerPrograms keeps
+// 310-githubbinding-admission-policies.yaml what the example's Webhook
+// programs (the authority policy, the namespace guard, the requested-by
+// record), so that an install from config/ is guarded before the
+// controller first runs, and with none running.
+func TestAdmissionPoliciesAreWhatTheControllerPrograms(t *testing.T) {
+	kind, err := githubbinding.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindingtest.CheckManifests(t, kind, bindingtest.AdmissionPoliciesFileName("githubbinding"))
 }

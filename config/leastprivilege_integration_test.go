@@ -56,9 +56,14 @@ const (
 // does not serve streaming lists; a list grant counts as used when the
 // watch of the same resource was.
 var unusedOnPurpose = map[string]string{
-	"cluster admissionregistration.k8s.io/validatingadmissionpolicies update":       "the namespace guard's policy is restored after an operator's edit; policy's integration test edits it, the walkthrough does not",
-	"cluster admissionregistration.k8s.io/validatingadmissionpolicybindings update": "the namespace guard's binding is restored after an operator's edit; the walkthrough does not edit it",
-	"cluster bindings.bindkit.dev/githubbindings get":                               "a Binding is read afresh when its status or finalizer write conflicts with another writer; the walkthrough has no other writer",
+	"cluster admissionregistration.k8s.io/validatingadmissionpolicies update":       "the namespace guard's and the authority policy's specs are restored after an operator's edit; policy's integration test edits the guard, the walkthrough does not",
+	"cluster admissionregistration.k8s.io/validatingadmissionpolicybindings update": "the namespace guard's and the authority policy's bindings are restored after an operator's edit; the walkthrough does not edit them",
+	"cluster admissionregistration.k8s.io/mutatingadmissionpolicies update":         "the requested-by policy is restored after an operator's edit; the walkthrough does not edit it",
+	"cluster admissionregistration.k8s.io/mutatingadmissionpolicybindings update":   "the requested-by policy's binding is restored after an operator's edit; the walkthrough does not edit it",
+	"cluster admissionregistration.k8s.io/validatingadmissionpolicies create":       "the authority policy and the namespace guard are created by the leader where config/310-githubbinding-admission-policies.yaml was not applied (or they were deleted); the walkthrough applies it",
+	"cluster admissionregistration.k8s.io/validatingadmissionpolicybindings create": "their bindings likewise",
+	"cluster admissionregistration.k8s.io/mutatingadmissionpolicies create":         "the requested-by policy likewise",
+	"cluster admissionregistration.k8s.io/mutatingadmissionpolicybindings create":   "its binding likewise",
 }
 
 // TestControllerRunsUnderConfigRBACWithRealAPIServer applies config/ to the

@@ -31,10 +31,13 @@ var allowlist = map[grant][]string{
 	{"cluster", "batch/cronjobs"}:                                             {"get", "list", "watch", "patch"},
 	{"cluster", "admissionregistration.k8s.io/mutatingwebhookconfigurations"}: {"list", "watch", "update"},
 	{"cluster", "/events"}:                                                    {"create", "patch"},
-	// The namespace guard (wiring.NamespaceGuard): list, watch and update
-	// are limited to its name in 201-clusterrole.yaml; create cannot be.
+	// The admission policies on the Bindings (the authority policy, the
+	// namespace guard, the requested-by record): list, watch and update
+	// are limited to their names in 201-clusterrole.yaml; create cannot be.
 	{"cluster", "admissionregistration.k8s.io/validatingadmissionpolicies"}:       {"list", "watch", "update", "create"},
 	{"cluster", "admissionregistration.k8s.io/validatingadmissionpolicybindings"}: {"list", "watch", "update", "create"},
+	{"cluster", "admissionregistration.k8s.io/mutatingadmissionpolicies"}:         {"list", "watch", "update", "create"},
+	{"cluster", "admissionregistration.k8s.io/mutatingadmissionpolicybindings"}:   {"list", "watch", "update", "create"},
 	{"bindkit-system", "coordination.k8s.io/leases"}:                              {"get", "create", "update"},
 	{"bindkit-system", "/secrets"}:                                                {"list", "watch", "create", "update"},
 	{"bindkit-system", "/configmaps"}:                                             {"list", "watch"},

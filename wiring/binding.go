@@ -19,6 +19,7 @@ import (
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/injection"
+	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/psbinding"
 )
 
@@ -118,6 +119,28 @@ type Options struct {
 	// itself; the reconciler and admission never act outside a Binding's
 	// namespace either way.
 	WithoutNamespaceGuard bool
+
+	// SubjectPath is the dotted path of the subject reference (a
+	// tracker.Reference) in the kind's Bindings, which the admission
+	// policies on the Bindings read (the namespace guard, the authority
+	// policy). Default: policy.DefaultSubjectPath, "spec.subject".
+	SubjectPath string
+	// SubjectKinds are the custom kinds with a pod template, beside the
+	// built-in workloads (policy.BuiltInSubjectKinds), that the kind's
+	// Bindings may name, each with its resource: the authority policy
+	// checks that a Binding's author may patch its subject, and an
+	// authorization check names a resource. A Binding naming a kind in
+	// neither list is allowed only to a user who may patch every resource
+	// of the kind's group. Default: none.
+	SubjectKinds []policy.SubjectKind
+	// References are the objects, beside the subject, that a Binding
+	// names and whose content reaches the subjects (a Secret whose data
+	// Do copies into env, say): the authority policy refuses a Binding
+	// whose author does not hold each Reference's verb on each object it
+	// names. Leave out what reaches the subjects only by name (a Secret
+	// mounted by name into a workload its author may patch: Kubernetes
+	// itself does not check which Secret a pod mounts). Default: none.
+	References []policy.Reference
 }
 
 // Kind is one Binding kind, wired by New: the two constructors that
@@ -156,6 +179,11 @@ type Kind struct {
 	WebhookName              string
 	WebhookPath              string
 
+	// authority describes the kind's authority policy; namespaceGuard
+	// says whether the Webhook also keeps the namespace guard.
+	authority      policy.AuthorityOptions
+	namespaceGuard bool
+
 	// admission is the kind's AdmissionReconciler once the Webhook
 	// constructor has built it: the reconciler's companions
 	// (psbinding.BaseReconciler.Companions) come from its index.
@@ -185,6 +213,8 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 		WebhookPath:              cmp.Or(opts.WebhookPath, "/"+gvr.Resource),
 	}
 	b.WebhookName = cmp.Or(opts.WebhookName, b.WebhookConfigurationName)
+	b.authority = authorityOptions(gvr, opts)
+	b.namespaceGuard = !opts.WithoutNamespaceGuard
 	declarativeKind, declErr := isDeclarative[PT]()
 	b.Declarative = declarativeKind
 	if err := errors.Join(b.validate(opts), declErr); err != nil {
@@ -263,10 +293,7 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 			WebhookName:      b.WebhookName,
 			CallOnOwnPatches: opts.CallOnOwnPatches,
 		}
-		var guard *guardObjects
-		if !opts.WithoutNamespaceGuard {
-			guard = namespaceGuard(ctx, b.GVR, b.ControllerName)
-		}
+		guard := b.guards(ctx)
 		if declarativeKind {
 			if impl := b.policyAdmission(ctx, opts, gla, cfg, guard); impl != nil {
 				return impl
@@ -314,6 +341,9 @@ func (b *Kind) validate(opts Options) error {
 		if err := opts.Rollout.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("Options.Rollout: %w", err))
 		}
+	}
+	if _, _, err := policy.Authority(b.authority); err != nil {
+		errs = append(errs, err)
 	}
 	if opts.PatchConcurrency < 0 {
 		errs = append(errs, fmt.Errorf("Options.PatchConcurrency %d: must not be negative", opts.PatchConcurrency))

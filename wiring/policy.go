@@ -2,9 +2,12 @@ package wiring
 
 import (
 	"context"
+	"fmt"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 
 	"github.com/bindkit/bindkit/configmap"
 	"github.com/bindkit/bindkit/controller"
@@ -36,7 +39,7 @@ func NamespaceGuard(b *Kind) func(ctx context.Context, _ configmap.Watcher) *con
 // fieldManager names the guard's writes.
 func NamespaceGuardFor(gvr schema.GroupVersionResource, fieldManager string) func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 	return func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
-		g := namespaceGuard(ctx, gvr, fieldManager)
+		g := namespaceGuard(ctx, gvr, "", fieldManager)
 		r, err := policy.NewReconciler(policy.Options{Objects: g.objects, Logger: logging.FromContext(ctx)})
 		if err != nil {
 			panic(err)
@@ -47,31 +50,98 @@ func NamespaceGuardFor(gvr schema.GroupVersionResource, fieldManager string) fun
 	}
 }
 
-// guardObjects are a kind's namespace guard: the policy objects, and how
-// to watch them.
+// guardObjects are the policies a kind's admission controller keeps
+// programmed on the kind's own Bindings (the namespace guard, the
+// authority policy, the requested-by record), and how to watch them.
 type guardObjects struct {
 	name    string
 	objects []policy.Object
-	// watch adds to the guard's informers a handler that enqueues the
+	// watch adds to the guards' informers a handler that enqueues the
 	// object's key.
 	watch func(enqueue func(key string))
 }
 
+// add appends o's objects and watches to g's.
+func (g *guardObjects) add(o *guardObjects) {
+	g.objects = append(g.objects, o.objects...)
+	prev := g.watch
+	g.watch = func(enqueue func(string)) {
+		if prev != nil {
+			prev(enqueue)
+		}
+		o.watch(enqueue)
+	}
+}
+
 // namespaceGuard builds the namespace guard of gvr's Bindings from ctx.
-func namespaceGuard(ctx context.Context, gvr schema.GroupVersionResource, fieldManager string) *guardObjects {
-	opts := policy.NamespaceGuardOptions{Resource: gvr}
+func namespaceGuard(ctx context.Context, gvr schema.GroupVersionResource, subjectPath, fieldManager string) *guardObjects {
+	opts := policy.NamespaceGuardOptions{Resource: gvr, SubjectPath: subjectPath}
 	name := policy.NamespaceGuardName(gvr.GroupResource())
+	return validatingGuard(ctx, name, func(policies admissionlisters.ValidatingAdmissionPolicyLister, bindings admissionlisters.ValidatingAdmissionPolicyBindingLister) ([]policy.Object, error) {
+		return policy.NamespaceGuardObjects(opts, injection.KubeClient(ctx), policies, bindings, fieldManager)
+	})
+}
+
+// authority builds the authority policy of opts' Bindings from ctx.
+func authority(ctx context.Context, opts policy.AuthorityOptions, fieldManager string) *guardObjects {
+	name := policy.AuthorityName(opts.Resource.GroupResource())
+	return validatingGuard(ctx, name, func(policies admissionlisters.ValidatingAdmissionPolicyLister, bindings admissionlisters.ValidatingAdmissionPolicyBindingLister) ([]policy.Object, error) {
+		return policy.AuthorityObjects(opts, injection.KubeClient(ctx), policies, bindings, fieldManager)
+	})
+}
+
+// validatingGuard is a ValidatingAdmissionPolicy named name and its
+// binding, read through informers limited to that name.
+func validatingGuard(ctx context.Context, name string, objects func(admissionlisters.ValidatingAdmissionPolicyLister, admissionlisters.ValidatingAdmissionPolicyBindingLister) ([]policy.Object, error)) *guardObjects {
 	factory := injection.NamedKubeInformerFactory(ctx, name).Admissionregistration().V1()
 	policies := factory.ValidatingAdmissionPolicies()
 	bindings := factory.ValidatingAdmissionPolicyBindings()
-	objects, err := policy.NamespaceGuardObjects(opts, injection.KubeClient(ctx), policies.Lister(), bindings.Lister(), fieldManager)
+	objs, err := objects(policies.Lister(), bindings.Lister())
 	if err != nil {
 		panic(err)
 	}
-	return &guardObjects{name: name, objects: objects, watch: func(enqueue func(string)) {
+	return &guardObjects{name: name, objects: objs, watch: func(enqueue func(string)) {
 		policies.Informer().AddEventHandler(controller.HandleAll(func(any) { enqueue(name) }))
 		bindings.Informer().AddEventHandler(controller.HandleAll(func(any) { enqueue(policy.BindingKeyPrefix + name) }))
 	}}
+}
+
+// requestedBy builds the requested-by policy of gvr's Bindings from ctx.
+func requestedBy(ctx context.Context, gvr schema.GroupVersionResource, fieldManager string) *guardObjects {
+	name := policy.RequestedByName(gvr.GroupResource())
+	factory := injection.NamedKubeInformerFactory(ctx, name).Admissionregistration().V1()
+	policies := factory.MutatingAdmissionPolicies()
+	bindings := factory.MutatingAdmissionPolicyBindings()
+	objs, err := policy.RequestedByObjects(gvr, injection.KubeClient(ctx), policies.Lister(), bindings.Lister(), fieldManager)
+	if err != nil {
+		panic(err)
+	}
+	return &guardObjects{name: name, objects: objs, watch: func(enqueue func(string)) {
+		policies.Informer().AddEventHandler(controller.HandleAll(func(any) { enqueue(name) }))
+		bindings.Informer().AddEventHandler(controller.HandleAll(func(any) { enqueue(policy.BindingKeyPrefix + name) }))
+	}}
+}
+
+// guards builds the policies b's Webhook keeps programmed on b's
+// Bindings: the authority policy, the namespace guard unless opted out,
+// and the requested-by record where the kube-apiserver serves
+// MutatingAdmissionPolicy.
+func (b *Kind) guards(ctx context.Context) *guardObjects {
+	g := authority(ctx, b.authority, b.ControllerName)
+	if b.namespaceGuard {
+		g.add(namespaceGuard(ctx, b.GVR, b.authority.SubjectPath, b.ControllerName))
+	}
+	served, err := policy.MutatingPoliciesServed(injection.KubeClient(ctx).Discovery())
+	if err != nil {
+		panic(fmt.Errorf("%s: record who asks for a Binding: %w", b.GVK.Kind, err))
+	}
+	if served {
+		g.add(requestedBy(ctx, b.GVR, b.ControllerName))
+	} else {
+		logging.FromContext(ctx).Warn("Bindings do not record who asked for them: the kube-apiserver does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy",
+			zap.String("kind", b.GVK.Kind), zap.String("annotation", policy.RequestedByAnnotation))
+	}
+	return g
 }
 
 // withGuard is a kind's admission controller that also keeps its
