@@ -314,6 +314,7 @@ func (r *BaseReconciler) Reconcile(ctx context.Context, key string) error {
 	if err := r.updateStatus(ctx, orig, b); err != nil {
 		return errors.Join(reconcileErr, err)
 	}
+	r.reportApplied(ctx, orig, b)
 	return reconcileErr
 }
 

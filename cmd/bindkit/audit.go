@@ -37,7 +37,9 @@ under their name), generations a Binding has not reached, subjects that do
 not carry the declared change they record, rollback records of a
 generation not carried, holds a complete rollout should have lifted. Each
 finding comes with the fix (a merge patch of the subject, as a kubectl
-command); -fix applies them. Exit status: 0 with no finding, 1 with
+command); -fix applies them. It also lists the Bindings with no record of
+who asked for them (written before bindkit recorded their author), which
+do not change the exit status. Exit status: 0 with no finding, 1 with
 findings (or an error), 2 for bad usage.
 
 Examples:
@@ -63,11 +65,19 @@ Examples:
 	if err != nil {
 		return err
 	}
-	findings, err := audit.Run(ctx, audit.Options{Dynamic: dyn, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)), Namespace: *namespace})
+	opts := audit.Options{Dynamic: dyn, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)), Namespace: *namespace}
+	findings, err := audit.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	unattributed, err := audit.Unattributed(ctx, opts)
 	if err != nil {
 		return err
 	}
 	if err := audit.Write(stdout, findings, *output); err != nil {
+		return err
+	}
+	if err := audit.WriteUnattributed(reportTo(*output, stdout, stderr), unattributed); err != nil {
 		return err
 	}
 	if *fix {
@@ -88,4 +98,13 @@ Examples:
 		return errFindings
 	}
 	return nil
+}
+
+// reportTo is where a report beside the findings goes: after the table,
+// or to stderr, so that json and yaml stay one document.
+func reportTo(format string, stdout, stderr io.Writer) io.Writer {
+	if format == "" || format == "table" {
+		return stdout
+	}
+	return stderr
 }

@@ -20,7 +20,9 @@ generations a Binding has not reached, subjects that do not carry the
 declared change they record, rollback records of a generation not carried,
 holds a complete rollout should have lifted. Each finding comes with its
 fix, a merge patch of the subject, as a kubectl command; --fix applies
-them.
+them. It also lists the Bindings with no record of who asked for them
+(written before bindkit recorded their author), which do not change the
+exit status.
 
 Examples:
   kubectl bindkit audit -n shop
@@ -46,11 +48,23 @@ func runAudit(ctx context.Context, o *options, args []string) error {
 	if o.allNamespaces {
 		ns = ""
 	}
-	findings, err := audit.Run(ctx, audit.Options{Dynamic: o.cluster.dynamic, Mapper: o.cluster.mapper, Namespace: ns})
+	opts := audit.Options{Dynamic: o.cluster.dynamic, Mapper: o.cluster.mapper, Namespace: ns}
+	findings, err := audit.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	unattributed, err := audit.Unattributed(ctx, opts)
 	if err != nil {
 		return err
 	}
 	if err := audit.Write(o.stdout, findings, o.output); err != nil {
+		return err
+	}
+	report := o.stderr
+	if o.output == "" || o.output == "table" {
+		report = o.stdout
+	}
+	if err := audit.WriteUnattributed(report, unattributed); err != nil {
 		return err
 	}
 	if len(findings) == 0 {

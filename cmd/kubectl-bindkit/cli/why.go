@@ -16,6 +16,7 @@ import (
 
 	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/policy"
 )
 
 func whyCommand() command {
@@ -63,6 +64,11 @@ type whyEntry struct {
 	// generation AddsOf.
 	Adds   []string `json:"adds,omitempty"`
 	AddsOf int64    `json:"addsOf,omitempty"`
+	// RequestedBy is the user who last created the Binding or changed its
+	// spec, as the kube-apiserver recorded them
+	// (policy.RequestedByAnnotation): whose authority it carries. Empty
+	// for a Binding written before the record existed.
+	RequestedBy string `json:"requestedBy,omitempty"`
 }
 
 // whyView is what why prints as json or yaml.
@@ -141,6 +147,7 @@ func whyBinding(ctx context.Context, o *options, namespace string, by duck.Bound
 	}
 	view := viewOf(&object{gvr: gvr, u: u})
 	e.Current, e.State, e.Reason, e.Message = u.GetGeneration(), view.State, view.Reason, view.Message
+	e.RequestedBy = u.GetAnnotations()[policy.RequestedByAnnotation]
 	if st := statusOf(u); st.Declared != nil {
 		e.Adds, e.AddsOf = adds(st.Declared), st.DeclaredGeneration
 	}
@@ -198,6 +205,9 @@ func printWhy(w io.Writer, v whyView) error {
 	}
 	for _, e := range v.Bindings {
 		var lines []string
+		if e.State != "gone" {
+			lines = append(lines, requestedBy(e.RequestedBy))
+		}
 		if len(e.Adds) > 0 {
 			of := ""
 			if e.AddsOf != e.Recorded {
@@ -219,6 +229,14 @@ func printWhy(w io.Writer, v whyView) error {
 		}
 	}
 	return nil
+}
+
+// requestedBy says whose authority a Binding carries.
+func requestedBy(user string) string {
+	if user == "" {
+		return "requested by: not recorded (written before bindkit recorded its author; kubectl bindkit audit lists such Bindings)"
+	}
+	return "requested by " + user + " (the last to create it or change its spec)"
 }
 
 // generation formats a generation for a table, "-" for none.
