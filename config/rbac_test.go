@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -92,6 +93,9 @@ func rulesOf(t *testing.T, obj *unstructured.Unstructured) []rbacv1.PolicyRule {
 func TestRBACStaysWithinAllowlist(t *testing.T) {
 	var roles int
 	for _, m := range readManifests(t, ".") {
+		if aggregated(m.obj) {
+			continue // a role for users (TestAggregatedRolesGrantOnlyBindings)
+		}
 		var scope string
 		switch m.obj.GetKind() {
 		case "ClusterRole":
@@ -108,6 +112,58 @@ func TestRBACStaysWithinAllowlist(t *testing.T) {
 	}
 	if roles != 2 {
 		t.Errorf("found %d roles, want the ClusterRole and the Role", roles)
+	}
+}
+
+// aggregated reports a ClusterRole that Kubernetes aggregates into its
+// user-facing roles (admin, edit, view): a role for users, not for the
+// controller.
+func aggregated(obj *unstructured.Unstructured) bool {
+	for k := range obj.GetLabels() {
+		if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAggregatedRolesGrantOnlyBindings checks the roles config/ gives
+// users through admin, edit and view: writing GithubBindings into admin
+// and edit, reading them into view, and nothing else (granting them is
+// safe only because a Binding reaches no further than its author may).
+func TestAggregatedRolesGrantOnlyBindings(t *testing.T) {
+	want := map[string][]rbacv1.PolicyRule{
+		"githubbindings.bindings.bindkit.dev-edit": {
+			{APIGroups: []string{"bindings.bindkit.dev"}, Resources: []string{"githubbindings"}, Verbs: []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}},
+			{APIGroups: []string{"bindings.bindkit.dev"}, Resources: []string{"githubbindings/status"}, Verbs: []string{"get"}},
+		},
+		"githubbindings.bindings.bindkit.dev-view": {
+			{APIGroups: []string{"bindings.bindkit.dev"}, Resources: []string{"githubbindings", "githubbindings/status"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	wantLabels := map[string][]string{
+		"githubbindings.bindings.bindkit.dev-edit": {"rbac.authorization.k8s.io/aggregate-to-admin", "rbac.authorization.k8s.io/aggregate-to-edit"},
+		"githubbindings.bindings.bindkit.dev-view": {"rbac.authorization.k8s.io/aggregate-to-view"},
+	}
+	got := map[string][]rbacv1.PolicyRule{}
+	for _, m := range readManifests(t, ".") {
+		if m.obj.GetKind() != "ClusterRole" || !aggregated(m.obj) {
+			continue
+		}
+		got[m.obj.GetName()] = rulesOf(t, m.obj)
+		var labels []string
+		for k, v := range m.obj.GetLabels() {
+			if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") && v == "true" {
+				labels = append(labels, k)
+			}
+		}
+		slices.Sort(labels)
+		if diff := cmp.Diff(wantLabels[m.obj.GetName()], labels); diff != "" {
+			t.Errorf("%s: aggregation labels (-want +got):\n%s", m.obj.GetName(), diff)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("aggregated roles (-want +got):\n%s", diff)
 	}
 }
 

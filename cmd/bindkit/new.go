@@ -18,6 +18,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"text/template"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/bindkit/bindkit/bindingtest"
+	"github.com/bindkit/bindkit/policy"
+	"github.com/bindkit/bindkit/wiring"
 )
 
 // scaffold holds the files `bindkit new` writes, as text/templates of
@@ -48,8 +54,9 @@ type scaffoldData struct {
 	// WebhookConfiguration is the MutatingWebhookConfiguration's name,
 	// wiring.New's default: <Resource>.<Group>.
 	WebhookConfiguration string
-	// CRDFile is the CRD's file name in config/.
-	CRDFile string
+	// CRDFile is the CRD's file name in config/, PoliciesFile its
+	// admission policies', RolesFile its aggregated ClusterRoles'.
+	CRDFile, PoliciesFile, RolesFile string
 }
 
 var (
@@ -94,6 +101,8 @@ func newScaffoldData(module, kind, group string) (scaffoldData, error) {
 		Namespace:            lower + "-system",
 		WebhookConfiguration: resource + "." + group,
 		CRDFile:              CRDFileName(lower),
+		PoliciesFile:         bindingtest.AdmissionPoliciesFileName(lower),
+		RolesFile:            RolesFileName(lower),
 	}, nil
 }
 
@@ -146,6 +155,9 @@ Flags:`)
 	if err := writeScaffold(*dir, data); err != nil {
 		return err
 	}
+	if err := writeAdmissionPolicies(*dir, data); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "created %s (module %s, kind %s, group %s)\n", *dir, data.Module, data.Kind, data.Group)
 	if err := initModule(ctx, *dir, data.Module, *replace, stdout, stderr); err != nil {
 		return fmt.Errorf("%s: %w", *dir, err)
@@ -163,6 +175,22 @@ next:
   go test ./...
 `, *dir, data.CRDFile)
 	return nil
+}
+
+// writeAdmissionPolicies writes the admission policies the new kind's
+// webhook programs into its config/, as its TestAdmissionPoliciesInConfig
+// keeps them.
+func writeAdmissionPolicies(dir string, data scaffoldData) error {
+	gvr := schema.GroupVersionResource{Group: data.Group, Version: "v1alpha1", Resource: data.Resource}
+	objs, err := wiring.AdmissionPoliciesFor(gvr, wiring.Options{})
+	if err != nil {
+		return err
+	}
+	out, err := policy.Manifests(objs, bindingtest.ManifestsHeader(gvr.GroupResource().String()))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config", data.PoliciesFile), out, 0o644)
 }
 
 // writeScaffold executes the scaffold's templates with data into dir, and
