@@ -73,6 +73,9 @@ func TestGithubBindingWithRealAPIServer(t *testing.T) {
 		d, err := kube.AppsV1().Deployments(namespace).Create(ctx, newDeployment(namespace, "later", "web"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil && mounted(d), nil
 	})
+	// The Webhook programs the authority policy: a GithubBinding reaches
+	// no further than its author may.
+	bindingtest.CheckAuthority(t, env, binding, gh)
 	auditKinds := bindingtest.AuditOptions{Namespace: namespace, Kinds: []audit.Kind{faults.GithubBindingKind}}
 	bindingtest.Audit(t, env, auditKinds)
 	if err := bindings.Namespace(namespace).Delete(ctx, "gh", metav1.DeleteOptions{}); err != nil {
