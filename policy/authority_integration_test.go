@@ -338,7 +338,7 @@ func update(ctx context.Context, client dynamic.Interface, namespace, name strin
 }
 
 // as is a client acting as user, with only the rights RBAC grants them.
-func as(t *testing.T, cfg *rest.Config, user string) dynamic.Interface {
+func as(t testing.TB, cfg *rest.Config, user string) dynamic.Interface {
 	t.Helper()
 	c := rest.CopyConfig(cfg)
 	c.Impersonate = rest.ImpersonationConfig{UserName: user}
@@ -350,7 +350,7 @@ func rule(group, resource string, verbs ...string) rbacv1.PolicyRule {
 }
 
 // grant gives user the rules in namespace, each limited to names if set.
-func grant(t *testing.T, kube kubernetes.Interface, namespace, user string, names []string, rules ...rbacv1.PolicyRule) {
+func grant(t testing.TB, kube kubernetes.Interface, namespace, user string, names []string, rules ...rbacv1.PolicyRule) {
 	t.Helper()
 	for i := range rules {
 		rules[i].ResourceNames = names
@@ -373,7 +373,7 @@ func grant(t *testing.T, kube kubernetes.Interface, namespace, user string, name
 	}
 }
 
-func mustCreate(t *testing.T, namespace string, kube kubernetes.Interface) {
+func mustCreate(t testing.TB, namespace string, kube kubernetes.Interface) {
 	t.Helper()
 	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
