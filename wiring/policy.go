@@ -50,6 +50,36 @@ func NamespaceGuardFor(gvr schema.GroupVersionResource, fieldManager string) fun
 	}
 }
 
+// AuthorityFor is the constructor of a leader-only controller that
+// programs, for a kind wired field by field (knative's way) rather than by
+// New, what New's Webhook programs for every kind: the authority policy
+// of opts (policy.Authority: a Binding is refused unless its author may
+// patch what it reaches) and, where the kube-apiserver serves
+// MutatingAdmissionPolicy, the requested-by record (policy.RequestedBy);
+// it heals both when edited or deleted. fieldManager names its writes.
+// The process needs get, list, watch, create and update on the four
+// objects, limited by resourceNames to policy.AuthorityName and
+// policy.RequestedByName of the kind.
+func AuthorityFor(opts policy.AuthorityOptions, fieldManager string) func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
+	return func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
+		g := authority(ctx, opts, fieldManager)
+		served, err := policy.MutatingPoliciesServed(injection.KubeClient(ctx).Discovery())
+		if err != nil {
+			panic(fmt.Errorf("%s: record who asks for a Binding: %w", opts.Resource.GroupResource(), err))
+		}
+		if served {
+			g.add(requestedBy(ctx, opts.Resource, fieldManager))
+		}
+		r, err := policy.NewReconciler(policy.Options{Objects: g.objects, Logger: logging.FromContext(ctx)})
+		if err != nil {
+			panic(err)
+		}
+		impl := controller.NewImpl(r, logging.FromContext(ctx), g.name)
+		g.watch(impl.EnqueueKey)
+		return impl
+	}
+}
+
 // guardObjects are the policies a kind's admission controller keeps
 // programmed on the kind's own Bindings (the namespace guard, the
 // authority policy, the requested-by record), and how to watch them.

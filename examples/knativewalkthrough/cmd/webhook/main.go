@@ -12,6 +12,7 @@ import (
 
 	"github.com/bindkit/bindkit/examples/knativewalkthrough/pkg/reconciler/githubbinding"
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/wiring"
 )
 
@@ -32,7 +33,10 @@ func main() {
 	sharedmain.MainWithContext(ctx, "webhook",
 		githubbinding.NewController, githubbinding.NewWebhook,
 		// Not in knative: the namespace guard, refusing at create a
-		// Binding whose subject names another namespace.
+		// Binding whose subject names another namespace, and the
+		// authority policy, refusing one whose author may not patch
+		// what it reaches.
 		wiring.NamespaceGuardFor(githubbinding.GVR, "webhook"),
+		wiring.AuthorityFor(policy.AuthorityOptions{Resource: githubbinding.GVR}, "webhook"),
 	)
 }
