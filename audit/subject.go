@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/bindkit/bindkit/duck"
+	"github.com/bindkit/bindkit/psbinding"
 )
 
 // subject audits the records of one subject.
@@ -155,11 +156,17 @@ func (a *auditor) contentDisagrees(ctx context.Context, s *subjectRef, b *bindin
 
 // doOf is b's Do at generation gen, when the audit can run it: the
 // Binding's own at its generation, its published Spec's at the published
-// one; nil otherwise.
+// one; nil otherwise. Each call of the Binding's own Do gets a copy of the
+// Binding, as on the framework's paths: b.bindable is read once per Run,
+// for every subject that records it.
 func doOf(ctx context.Context, b *binding, gen int64) func(*duck.WithPod) {
 	switch {
 	case b.bindable != nil && gen == b.obj.GetGeneration():
-		return func(wp *duck.WithPod) { b.bindable.Do(ctx, wp) }
+		return func(wp *duck.WithPod) {
+			if own, ok := b.bindable.DeepCopyObject().(psbinding.Bindable); ok {
+				own.Do(ctx, wp)
+			}
+		}
 	case b.declared != nil && gen == b.published:
 		return b.declared.Do
 	}

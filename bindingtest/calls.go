@@ -13,8 +13,8 @@ import (
 
 // caller runs a Binding's Do and Undo as the framework does: each call on
 // a fresh copy of the Binding (the reconciler and the webhook read it from
-// the API server, in whichever process and reconcile), with its panic
-// recovered.
+// the API server, in whichever process and reconcile, and give each call
+// a copy of its own), with its panic recovered.
 type caller struct {
 	ctx context.Context
 	b   psbinding.Bindable
@@ -39,25 +39,39 @@ func (p *panicked) String() string {
 	return fmt.Sprintf("%s panics: %v (at %s)", p.call, p.value, p.at)
 }
 
-// do runs Do of a fresh copy on wp; see call.
-func (c caller) do(wp *duck.WithPod) *panicked { return c.call("Do", c.fresh(), wp) }
+// do runs Do of a fresh copy on wp, and reports a Do that changes its
+// Binding; see call.
+func (c *subjectCheck) do(wp *duck.WithPod) *panicked { return c.callFresh("Do", wp) }
 
-// undo runs Undo of a fresh copy on wp; see call.
-func (c caller) undo(wp *duck.WithPod) *panicked { return c.call("Undo", c.fresh(), wp) }
+// undo runs Undo of a fresh copy on wp, and reports an Undo that changes
+// its Binding; see call.
+func (c *subjectCheck) undo(wp *duck.WithPod) *panicked { return c.callFresh("Undo", wp) }
 
-// call runs Do or Undo of b on wp and returns its panic, if any.
-func (c caller) call(what string, b psbinding.Bindable, wp *duck.WithPod) (p *panicked) {
+func (c *subjectCheck) callFresh(what string, wp *duck.WithPod) *panicked {
+	p, changed := c.call(what, c.fresh(), wp)
+	if len(changed) > 0 {
+		c.changesBinding(what, changed)
+	}
+	return p
+}
+
+// call runs Do or Undo of b on wp and returns its panic, if any, and the
+// fields of b it changed (bindingChanges), compared with a deep copy of b
+// taken before.
+func (c caller) call(what string, b psbinding.Bindable, wp *duck.WithPod) (p *panicked, changed []string) {
+	before := b.DeepCopyObject()
 	defer func() {
 		if v := recover(); v != nil {
 			p = &panicked{call: what, value: v, at: authorFrame()}
 		}
+		changed = bindingChanges(before, b)
 	}()
 	if what == "Do" {
 		b.Do(c.ctx, wp)
 	} else {
 		b.Undo(c.ctx, wp)
 	}
-	return nil
+	return nil, nil
 }
 
 // authorFrame names the innermost frame of a panicking goroutine that is

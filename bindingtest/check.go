@@ -36,6 +36,20 @@ func (c *subjectCheck) panicked(p *panicked) {
 		p.call, c.where, p.value, p.at)
 }
 
+// changesItsBinding, followed by the call, is the category of a Do or
+// Undo that changes its Binding.
+const changesItsBinding = "changes its binding "
+
+// changesBinding reports a Do or Undo that changed the Binding it was
+// given: changed names the fields.
+func (c *subjectCheck) changesBinding(call string, changed []string) {
+	c.broke(changesItsBinding+call, "%s breaks its promise to leave its Binding alone%s: it changes the Binding it is given:\n  %s\n"+
+		"bindkit gives each call a copy of its own, so the change is lost with it: neither Undo nor the next Do sees it\n%s",
+		call, c.where, strings.Join(changed, "\n  "),
+		c.fix("compute what "+call+" needs in local variables (url := strings.TrimSpace(b.Spec.URL)), and find what Do added in the subject by its name, not by what Do kept in the Binding",
+			"compute the Spec in local variables in Declare, and leave the Binding as it is"))
+}
+
 // check checks the contract on s in a layout (obj, named lay; "" for s as
 // given) and reports whether Do changed it.
 func (k *contract) check(s Subject, lay string, obj *unstructured.Unstructured) bool {
@@ -235,11 +249,11 @@ func undoLeft(diff []change) string {
 // copy of the Binding Do ran on: whether Undo relies on state Do kept.
 func (c *subjectCheck) restoresOnDosCopy(before, reBound *duck.WithPod) bool {
 	b := c.fresh()
-	if c.call("Do", b, before.DeepCopy()) != nil {
+	if p, _ := c.call("Do", b, before.DeepCopy()); p != nil {
 		return false
 	}
 	unbound := reBound.DeepCopy()
-	if c.call("Undo", b, unbound) != nil {
+	if p, _ := c.call("Undo", b, unbound); p != nil {
 		return false
 	}
 	return len(changesOf(c.s.Shape, before, unbound)) == 0

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -62,8 +63,16 @@ type ContractOptions struct {
 // (duck.Guard), and applied to the full object by the JSON patch
 // implementation the kube-apiserver uses. The promises:
 //
+//   - Do and Undo leave their Binding alone: neither changes the copy it
+//     is given (a Do that trims a URL or completes a list in its spec, an
+//     index Do keeps for Undo), the fields named;
 //   - Do is deterministic: run on copies of the same subject and Binding,
-//     it makes the same pod template (a list built from a Go map is not);
+//     it makes the same pod template (a list built from a Go map is not),
+//     also when run again more than a second later (a Do that writes the
+//     time, to the second or finer, is caught in every run; one that
+//     writes the minute or the day is not): the webhook runs Do at every
+//     admitted update of a subject, and a Do whose result changes changes
+//     the pod template then, which rolls the workload's pods;
 //   - Do does not panic;
 //   - Do keeps what the subject has: it removes and changes none of the
 //     workload's own entries and fields;
@@ -89,6 +98,9 @@ type ContractOptions struct {
 // With opts.Env or opts.ControlPlane set, the same promises are checked
 // again on the built-in subjects as the kube-apiserver stores them (see
 // ContractOptions.Env), unless a check without the server failed already.
+//
+// Do running again a second later makes CheckContract take a little over
+// a second, once per call, not per subject.
 //
 // Each broken promise is reported once with t.Errorf at the caller's line:
 // which call (Do or Undo) broke which promise, on which subjects and
@@ -123,8 +135,8 @@ func contractFailures(t *testing.T, b psbinding.Bindable, opts ContractOptions) 
 	t.Helper()
 	k := newContract(t, b, opts)
 	subjects := k.subjects(b, opts)
-	changed, nondeterministic := k.serverless(subjects)
-	if nondeterministic {
+	changed, stop := k.serverless(subjects)
+	if stop {
 		return k.report(0, false)
 	}
 	// On the server only what the check without one cannot see: a problem
@@ -197,10 +209,11 @@ func (k *contract) report(changed int, hadSubjects bool) []string {
 }
 
 // serverless checks every subject without a server, as given and in each
-// layout, and returns how many Do changed as given. A Do that is not
-// deterministic is reported alone: every other check would fail at
-// random.
-func (k *contract) serverless(subjects []Subject) (changed int, nondeterministic bool) {
+// layout, and returns how many Do changed as given. A Do that changes its
+// Binding, or that is not a function of the Binding and the subject, is
+// reported alone (stop): every other check would fail at random, or
+// because of it.
+func (k *contract) serverless(subjects []Subject) (changed int, stop bool) {
 	own, ok := k.deterministic(subjects)
 	if !ok {
 		return 0, true
@@ -223,43 +236,108 @@ func (k *contract) serverless(subjects []Subject) (changed int, nondeterministic
 // six times in a row rarely, and on every subject almost never.
 const determinismRuns = 6
 
+// clockGap is how long after its first runs Do runs again on each
+// subject: more than a second, so that a Do that writes the time, to the
+// second or finer, writes another one in every run of the check.
+const clockGap = 1100 * time.Millisecond
+
 // deterministic runs Do on copies of each subject, and reports a Do that
-// makes different pod templates of the same subject. It returns what Do
-// adds, by name, for the crowded layout.
+// changes its Binding, or makes different pod templates of the same
+// subject: at once, or clockGap later (a Do that reads the clock). It
+// returns what Do adds, by name, for the crowded layout.
 func (k *contract) deterministic(subjects []Subject) (ownNames, bool) {
 	var own ownNames
-	for _, s := range subjects {
+	start := time.Now()
+	firsts := make([]*duck.WithPod, len(subjects))
+	for i, s := range subjects {
 		before, err := s.Shape.FromUnstructured(s.Object)
 		if err != nil {
 			continue // reported by check
 		}
-		var first *duck.WithPod
+		c := &subjectCheck{contract: k, s: s}
 		for range determinismRuns {
 			wp := before.DeepCopy()
-			if k.do(wp) != nil {
+			if c.do(wp) != nil {
 				break // reported by check
 			}
-			if first == nil {
-				first = wp
+			if p := k.problems.index[changesItsBinding+"Do"]; p != nil {
+				p.text += "\n(the other checks are skipped until Do leaves its Binding alone: Undo may rely on what it kept)"
+				return own, false
+			}
+			if firsts[i] == nil {
+				firsts[i] = wp
 				if own.empty() {
 					own = namesAdded(before, wp)
 				}
 				continue
 			}
-			if ops, _ := s.Shape.CreatePatch(first, wp); len(ops) > 0 {
-				k.problems.add("deterministic", s.Name, k.nondeterminism(s.Shape, first, wp, ops))
+			if ops, _ := s.Shape.CreatePatch(firsts[i], wp); len(ops) > 0 {
+				k.problems.add("deterministic", s.Name, k.nondeterminism(s.Shape, firsts[i], wp, ops))
 				return own, false
 			}
 		}
 	}
-	return own, true
+	return own, k.sameLater(subjects, firsts, start)
+}
+
+// sameLater runs Do again on each subject whose first runs made firsts,
+// clockGap after start, and reports a Do whose pod template changed
+// meanwhile. It waits only when Do changed a subject.
+func (k *contract) sameLater(subjects []Subject, firsts []*duck.WithPod, start time.Time) bool {
+	var wait bool
+	for i, s := range subjects {
+		before, err := s.Shape.FromUnstructured(s.Object)
+		wait = wait || (firsts[i] != nil && err == nil && len(k.changedOps(s.Shape, before, firsts[i])) > 0)
+	}
+	if !wait {
+		return true
+	}
+	select {
+	case <-time.After(time.Until(start.Add(clockGap))):
+	case <-k.ctx.Done():
+		return true // the test is over
+	}
+	for i, s := range subjects {
+		if firsts[i] == nil {
+			continue
+		}
+		wp, _ := s.Shape.FromUnstructured(s.Object)
+		if (&subjectCheck{contract: k, s: s}).do(wp) != nil {
+			continue // reported by check
+		}
+		if ops := k.changedOps(s.Shape, firsts[i], wp); len(ops) > 0 {
+			k.problems.add("deterministic", s.Name, k.clockDependence(s.Shape, ops))
+			return false
+		}
+	}
+	return true
+}
+
+// changedOps is the patch from a to b, nil when it cannot be made (check
+// reports that).
+func (k *contract) changedOps(shape duck.Shape, a, b *duck.WithPod) []jsonpatch.Operation {
+	ops, _ := shape.CreatePatch(a, b)
+	return ops
+}
+
+// rollsPods says what a Do whose result changes from call to call does
+// to workloads.
+const rollsPods = "so its template changes at every admitted update of a workload, which rolls its pods, and the reconciler patches its subjects again and again"
+
+// clockDependence describes a Do whose result changed in clockGap.
+func (k *contract) clockDependence(shape duck.Shape, ops []jsonpatch.Operation) string {
+	return fmt.Sprintf("Do breaks its promise to be a function of the Binding and the subject: run again %v later on a copy of the same subject and Binding, it makes another pod template; the patch from the first to the second:\n%s\n"+
+		"Do reads the clock (or keeps state between calls), %s\n%s\n(the other checks are skipped until then: each would fail at random)",
+		clockGap, formatOpsMax(shape, ops, 6), rollsPods,
+		k.fix("take a time from the Binding (its spec, or its status, written once by the controller), never time.Now() in Do",
+			"make Declare a function of the Binding alone: a time from its spec, never time.Now()"))
 }
 
 func (k *contract) nondeterminism(shape duck.Shape, first, other *duck.WithPod, ops []jsonpatch.Operation) string {
 	changes := changesOf(shape, first, other)
 	if len(changes) == 0 || len(ofKinds(changes, moved)) < len(changes) {
 		return fmt.Sprintf("Do breaks its promise to be deterministic: run on two copies of the same subject and Binding, it makes different pod templates; the patch from one to the other:\n%s\n"+
-			"%s\n(the other checks are skipped until Do is deterministic: each would fail at random)", formatOpsMax(shape, ops, 6),
+			"%s\n%s\n(the other checks are skipped until Do is deterministic: each would fail at random)", formatOpsMax(shape, ops, 6), rollsPods,
 			k.fix("make Do a function of the Binding and the subject alone (no clock, no random, no state kept between calls)",
 				"make Declare a function of the Binding alone (no clock, no random, no state kept between calls)"))
 	}

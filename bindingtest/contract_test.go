@@ -2,9 +2,12 @@ package bindingtest
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +92,70 @@ func (b *indexBinding) Do(_ context.Context, wp *duck.WithPod) {
 func (b *indexBinding) Undo(_ context.Context, wp *duck.WithPod) {
 	if spec := &wp.Spec.Template.Spec; b.at > 0 && b.at <= len(spec.Volumes) {
 		spec.Volumes = slices.Delete(spec.Volumes, b.at-1, b.at)
+	}
+}
+
+// noProxyBinding is a Binding whose Do normalizes its own spec before
+// using it: it completes its list of hosts with localhost, in the
+// Binding, then sets NO_PROXY from it. On the copy each call gets, the
+// result is always the same; on a Binding the webhook shares with its
+// informer, NO_PROXY grew by one entry at every admission.
+type noProxyBinding struct {
+	testBinding
+	Hosts []string `json:"hosts"`
+	// undoClears makes Undo clear Hosts.
+	undoClears bool
+}
+
+func (b *noProxyBinding) DeepCopyObject() runtime.Object {
+	c := *b
+	c.Hosts = slices.Clone(b.Hosts)
+	return &c
+}
+
+func (b *noProxyBinding) Do(_ context.Context, wp *duck.WithPod) {
+	if !slices.Contains(b.Hosts, "localhost") {
+		b.Hosts = append(b.Hosts, "localhost")
+	}
+	setEnv(wp, corev1.EnvVar{Name: "NO_PROXY", Value: strings.Join(b.Hosts, ",")})
+}
+
+func (b *noProxyBinding) Undo(_ context.Context, wp *duck.WithPod) {
+	everyContainer(wp, func(c *corev1.Container) {
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "NO_PROXY" })
+	})
+	if b.undoClears {
+		b.Hosts = nil
+	}
+}
+
+// setEnv sets e in every container and init container.
+func setEnv(wp *duck.WithPod, e corev1.EnvVar) {
+	everyContainer(wp, func(c *corev1.Container) {
+		if i := slices.IndexFunc(c.Env, func(x corev1.EnvVar) bool { return x.Name == e.Name }); i >= 0 {
+			c.Env[i] = e
+		} else {
+			c.Env = append(c.Env, e)
+		}
+	})
+}
+
+// stampTime is a Do that writes the time, to the second, in an
+// annotation of the pod template: it passes every other check almost
+// always, and changes the template of every workload at each admitted
+// update.
+func stampTime(wp *duck.WithPod) {
+	meta := &wp.Spec.Template.ObjectMeta
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	meta.Annotations["bound-at"] = time.Now().UTC().Format(time.RFC3339)
+}
+
+func removeStamp(wp *duck.WithPod) {
+	delete(wp.Spec.Template.Annotations, "bound-at")
+	if len(wp.Spec.Template.Annotations) == 0 {
+		wp.Spec.Template.Annotations = nil
 	}
 }
 
@@ -250,7 +317,33 @@ func TestContractProblems(t *testing.T) {
 	}, {
 		name:    "Undo deletes the volume at the index Do remembered",
 		binding: &indexBinding{testBinding: testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}}},
-		want:    []string{"Undo breaks its promise to restore", "leaves template.spec.volumes[ca]", "Undo relies on what Do kept in the Binding"},
+		want:    []string{"Do breaks its promise to leave its Binding alone", "\n  at: 0 before, ", "fix: compute what Do needs in local variables", "other checks are skipped until Do leaves its Binding alone"},
+	}, {
+		name:    "Do completes its Binding's list of hosts (a normalizing Do)",
+		binding: &noProxyBinding{testBinding: testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}}, Hosts: []string{"10.0.0.0/8"}},
+		want:    []string{"Do breaks its promise to leave its Binding alone", `hosts: ["10.0.0.0/8"] before, ["10.0.0.0/8" "localhost"] after`, "bindkit gives each call a copy of its own, so the change is lost"},
+	}, {
+		name:    "Undo clears its Binding's list of hosts",
+		binding: &noProxyBinding{testBinding: testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}}, Hosts: []string{"10.0.0.0/8", "localhost"}, undoClears: true},
+		want:    []string{"Undo breaks its promise to leave its Binding alone", `hosts: ["10.0.0.0/8" "localhost"] before, nil after`},
+	}, {
+		name:  "Do stamps the time, to the second",
+		do:    stampTime,
+		undo:  removeStamp,
+		reach: EveryContainerAndInitContainer,
+		want: []string{"Do breaks its promise to be a function of the Binding and the subject", "run again 1.1s later", "template/metadata/annotations/bound-at",
+			"its template changes at every admitted update of a workload, which rolls its pods", "never time.Now() in Do"},
+	}, {
+		name: "Do draws a random number",
+		do: func(wp *duck.WithPod) {
+			setEnv(wp, corev1.EnvVar{Name: "SEED", Value: strconv.FormatUint(rand.Uint64(), 10)})
+		},
+		undo: func(wp *duck.WithPod) {
+			everyContainer(wp, func(c *corev1.Container) {
+				c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SEED" })
+			})
+		},
+		want: []string{"Do breaks its promise to be deterministic", "its template changes at every admitted update of a workload, which rolls its pods"},
 	}, {
 		name: "Do builds env from a Go map",
 		do:   fooFromMap,
@@ -317,6 +410,7 @@ func TestContractProblems(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each that Do changes waits clockGap
 			b := tc.binding
 			if b == nil {
 				b = &testBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b"}, do: tc.do, undo: tc.undo}

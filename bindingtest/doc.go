@@ -8,7 +8,8 @@
 //     entries named like the Binding's, a native sidecar and a third
 //     container; a bound one its owner edited), through the same
 //     conversions and JSON patches the framework applies, each call on a
-//     fresh copy of the Binding: Do is deterministic, does not panic, keeps
+//     fresh copy of the Binding: Do and Undo leave their Binding alone, Do
+//     is deterministic (also a second later: no clock), does not panic, keeps
 //     what the workload has, mounts only volumes the pod has, reaches every
 //     container it promises (ContractOptions.Reach) and is idempotent; Undo
 //     leaves an unbound subject alone and restores a bound one; fields Go's

@@ -165,19 +165,21 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	var small [4]application // most requests match few Bindings
 	apps := small[:0]
 	for _, b := range bindings {
-		bctx := ctx
-		if a.withContext != nil {
-			if bctx, err = callWithContext(ctx, a.withContext, b); err != nil {
-				if p, ok := errors.AsType[*PanicError](err); ok {
-					return a.panicked(p, b.GetGeneration())
-				}
-				return webhook.Denied(fmt.Sprintf("binding %s/%s: %v", b.GetNamespace(), b.GetName(), err))
-			}
-		}
-		app := application{b: b, ctx: bctx, bind: b.GetDeletionTimestamp() == nil}
+		app := application{ctx: ctx, bind: b.GetDeletionTimestamp() == nil}
 		app.by, app.record = a.boundBy(b)
 		if a.holdsBack(b, app.by, gk, before) {
 			continue
+		}
+		// The index's Bindings are the informer's: the author's code gets a
+		// copy of each Binding it applies, one for WithContext and Do.
+		if app.b, err = privateCopy(b); err != nil {
+			return a.refuseBinding(b, err)
+		}
+		app.private = true
+		if a.withContext != nil {
+			if app.ctx, err = callWithContext(ctx, a.withContext, app.b); err != nil {
+				return a.refuseBinding(b, err)
+			}
 		}
 		apps = append(apps, app)
 	}
@@ -195,6 +197,16 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 			bindingNames(bindings), gk, req.Namespace, name, n, limits.MaxPatchBytes, webhook.SettingNameFrom(ctx, "ObjectLimits.MaxPatchBytes")))
 	}
 	return resp
+}
+
+// refuseBinding answers a request on which preparing b for Do failed:
+// its WithContext, or the copy of it Do gets, panicked (a *PanicError) or
+// returned err.
+func (a *admitter) refuseBinding(b Bindable, err error) *admissionv1.AdmissionResponse {
+	if p, ok := errors.AsType[*PanicError](err); ok {
+		return a.panicked(p, b.GetGeneration())
+	}
+	return webhook.Denied(fmt.Sprintf("binding %s/%s: %v", b.GetNamespace(), b.GetName(), err))
 }
 
 // holdsBack reports whether admission leaves b's part of the subject as

@@ -99,3 +99,25 @@ func BenchmarkReconcileBound(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrivateCopy is what giving Do a copy of its own costs each
+// application (privateCopy): a copy of BenchmarkAdmit's Bindings, one
+// naming its subject and one selecting it.
+func BenchmarkPrivateCopy(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		binding Bindable
+	}{
+		{"exact", newEnvBinding("ns", "match", deploymentRef("ns", "web", nil), "BOUND", "yes")},
+		{"selector", newEnvBinding("ns", "match", deploymentRef("ns", "", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}), "BOUND", "yes")},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := privateCopy(tc.binding); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -15,6 +15,19 @@ import (
 // must be idempotent (Do twice equals Do once; Undo after Do restores what
 // Do changed), because the admission controller and the reconciler may both
 // run them on the same subject.
+//
+// What Do and Undo may rely on: each call gets a Binding of its own, a
+// deep copy (DeepCopyObject) that no other reader sees, on every path
+// (admission, the reconciler, companions, uninstall), so a change a call
+// makes to its Binding is lost with the copy. What they must not do:
+// change their Binding to remember something (an index, a flag), since the
+// next call, in another copy, another reconcile or another process, does
+// not see it; or depend on anything but the Binding, the subject and the
+// context WithContext prepared (no clock, no random number, no state kept
+// between calls): the webhook runs Do at every admitted update of a
+// subject, so a Do whose result changes with time changes the pod template
+// at every update, which rolls the workload's pods. bindingtest's
+// CheckContract checks both.
 type Bindable interface {
 	duck.Bindable
 

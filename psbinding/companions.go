@@ -47,14 +47,19 @@ func (r *BaseReconciler) companionApps(ctx context.Context, b Bindable, s *subje
 		if _, held := duck.HeldOf(before.Annotations).Lookup(by); held {
 			continue
 		}
+		// c is the index's, the informer's: the author's code gets a copy,
+		// one for WithContext and Do.
+		own, err := privateCopy(c)
+		if err != nil {
+			continue
+		}
 		cctx := ctx
 		if r.WithContext != nil {
-			var err error
-			if cctx, err = callWithContext(ctx, r.WithContext, c); err != nil {
+			if cctx, err = callWithContext(ctx, r.WithContext, own); err != nil {
 				continue
 			}
 		}
-		apps = append(apps, application{b: c, ctx: cctx, bind: true, by: by, record: true})
+		apps = append(apps, application{b: own, private: true, ctx: cctx, bind: true, by: by, record: true})
 	}
 	return apps
 }

@@ -42,6 +42,12 @@
 //     other subjects are still bound and admission refuses only the object
 //     it panicked on. Do, Undo and the bound record run in one binding
 //     step, the same on both paths, which contains them.
+//   - Private copies. Do, Undo and WithContext never receive an object
+//     another reader sees: admission copies each Binding it applies (the
+//     index's are the informer's), once per request, after the index
+//     lookup; the reconciler's binding step copies for each subject, and
+//     for each companion. A Do that changes its Binding changes only its
+//     copy (bindingtest.CheckContract reports it).
 //   - The API server's words. A subject patch refused with the subject
 //     unchanged quotes the kube-apiserver (bounded), and is reported as
 //     ReasonDoNotIdempotent or ReasonUndoNotRestoring when a second run of

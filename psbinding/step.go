@@ -81,7 +81,17 @@ func callWithContext(ctx context.Context, withContext BindableContext, b Bindabl
 
 // application is one Binding applied (or taken away) by the binding step.
 type application struct {
+	// b is the Binding as its caller holds it, which may be shared: an
+	// informer's object (admission's index, Companions), or the
+	// reconcile's copy that its subjects' patches read at once. Do and
+	// Undo run on a private copy of it (privateCopy), unless private says
+	// b is one already.
 	b Bindable
+	// private says that b is a copy made for this application alone (so
+	// that WithContext and Do see the same one), which no one else reads:
+	// the step hands it to Do or Undo as it is. It is used by one binding
+	// step.
+	private bool
 	// ctx is the context Do or Undo runs in (WithContext's).
 	ctx context.Context
 	// bind runs Do, else Undo.
@@ -95,7 +105,8 @@ type application struct {
 
 // bindingStep is the one binding step of both paths, admission and
 // reconciler: on a copy of before, each application's Do (or Undo) in
-// order, each followed by its record in the bound annotation, then the JSON
+// order, each on a private copy of its Binding (application.private) and
+// followed by its record in the bound annotation, then the JSON
 // patch from before to the copy, computed with shape. A panic of Do or Undo
 // is returned as a *PanicError whose Subject the caller fills in (naming
 // the subject costs allocations only a panic should pay), and no patch:
@@ -114,10 +125,37 @@ func bindingStep(shape duck.Shape, before *duck.WithPod, apps ...application) (*
 	return after, ops, nil
 }
 
-// apply runs one application on wp in place.
+// privateCopy is a deep copy of b for the author's code (Do, Undo,
+// WithContext) to have to itself: a Do that changes its Binding (trims a
+// URL, appends to a list of its spec) then changes nothing another reader
+// sees, neither an informer's cache, from which every later request and
+// reconcile would read the change, nor another subject's Do. A
+// DeepCopyObject that panics or gives something else than a Bindable is
+// an error naming the Binding.
+func privateCopy(b Bindable) (Bindable, error) {
+	var obj any
+	if err := contain(b, "DeepCopyObject", "", func() { obj = b.DeepCopyObject() }); err != nil {
+		return nil, err
+	}
+	cp, ok := obj.(Bindable)
+	if !ok || cp == nil {
+		return nil, fmt.Errorf("%s: DeepCopyObject gives %T, not a Bindable", describe(b), obj)
+	}
+	return cp, nil
+}
+
+// apply runs one application on wp in place, on a private copy of its
+// Binding.
 func apply(a *application, wp *duck.WithPod) error {
+	b := a.b
+	if !a.private {
+		var err error
+		if b, err = privateCopy(a.b); err != nil {
+			return err
+		}
+	}
 	if a.bind {
-		if err := contain(a.b, "Do", "", func() { a.b.Do(a.ctx, wp) }); err != nil {
+		if err := contain(b, "Do", "", func() { b.Do(a.ctx, wp) }); err != nil {
 			return err
 		}
 		if a.record {
@@ -129,7 +167,7 @@ func apply(a *application, wp *duck.WithPod) error {
 	if a.record && len(duck.BoundOf(wp.Annotations)) > 1 {
 		template = wp.Spec.Template.DeepCopy()
 	}
-	if err := contain(a.b, "Undo", "", func() { a.b.Undo(a.ctx, wp) }); err != nil {
+	if err := contain(b, "Undo", "", func() { b.Undo(a.ctx, wp) }); err != nil {
 		return err
 	}
 	if a.record {

@@ -2,7 +2,8 @@
 // from the examples users copy: its Do and Undo set one env var, and its
 // spec switches on misbehaviours a framework must survive (a Do or Undo
 // that panics on some subjects, a WithContext that panics, a Do that is
-// not idempotent, a Do whose patch the API server refuses).
+// not idempotent, a Do whose patch the API server refuses, a Do that
+// changes its Binding).
 //
 // One Go type serves two kinds, FixtureBinding and OtherFixtureBinding
 // (group fixtures.bindkit.dev), so a test can run two kinds in one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,7 +78,17 @@ type Spec struct {
 	// API server refuses for a Deployment (spec.template.spec.containers[0].image:
 	// Required value) although Do is idempotent.
 	ClearImage bool `json:"clearImage,omitempty"`
+	// NoProxy, when set, makes Do normalize it in the Binding before
+	// using it, as an author who takes the Binding for Do's own might:
+	// it appends "localhost" to the list (a Binding Do changes), then sets
+	// NO_PROXY to the list, comma-separated, in every container. On a
+	// copy of its own, NO_PROXY is the list and localhost at every call;
+	// on a Binding shared with an informer, it grows by one entry at each.
+	NoProxy []string `json:"noProxy,omitempty"`
 }
+
+// NoProxyEnv is the env var Do sets from Spec.NoProxy.
+const NoProxyEnv = "NO_PROXY"
 
 // GetSubject implements duck.Bindable; the subject is in the Binding's
 // namespace unless it names one.
@@ -91,6 +102,7 @@ func (b *Binding) DeepCopyObject() runtime.Object {
 	out := &Binding{TypeMeta: b.TypeMeta, Spec: b.Spec}
 	b.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	b.Spec.Subject.DeepCopyInto(&out.Spec.Subject)
+	out.Spec.NoProxy = slices.Clone(b.Spec.NoProxy)
 	b.Status.DeepCopyInto(&out.Status)
 	return out
 }
@@ -100,14 +112,10 @@ func (b *Binding) DeepCopyObject() runtime.Object {
 func (b *Binding) Do(_ context.Context, wp *duck.WithPod) {
 	b.panicOn(wp)
 	spec := &wp.Spec.Template.Spec
-	env := corev1.EnvVar{Name: EnvName(b.Kind), Value: b.value()}
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		if j := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == env.Name }); j >= 0 {
-			c.Env[j] = env
-		} else {
-			c.Env = append(c.Env, env)
-		}
+	setEnv(spec, corev1.EnvVar{Name: EnvName(b.Kind), Value: b.value()})
+	if len(b.Spec.NoProxy) > 0 {
+		b.Spec.NoProxy = append(b.Spec.NoProxy, "localhost")
+		setEnv(spec, corev1.EnvVar{Name: NoProxyEnv, Value: strings.Join(b.Spec.NoProxy, ",")})
 	}
 	if b.Spec.AppendContainer {
 		spec.Containers = append(spec.Containers, corev1.Container{Name: "fixture", Image: "fixture"})
@@ -117,14 +125,27 @@ func (b *Binding) Do(_ context.Context, wp *duck.WithPod) {
 	}
 }
 
+// setEnv sets env in every container of spec.
+func setEnv(spec *corev1.PodSpec, env corev1.EnvVar) {
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if j := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == env.Name }); j >= 0 {
+			c.Env[j] = env
+		} else {
+			c.Env = append(c.Env, env)
+		}
+	}
+}
+
 // Undo removes what Do set.
 func (b *Binding) Undo(_ context.Context, wp *duck.WithPod) {
 	b.panicOn(wp)
 	spec := &wp.Spec.Template.Spec
 	name := EnvName(b.Kind)
+	noProxy := len(b.Spec.NoProxy) > 0
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
-		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name || (noProxy && e.Name == NoProxyEnv) })
 		if len(c.Env) == 0 {
 			c.Env = nil
 		}
