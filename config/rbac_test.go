@@ -35,9 +35,12 @@ var allowlist = map[grant][]string{
 	// are limited to its name in 201-clusterrole.yaml; create cannot be.
 	{"cluster", "admissionregistration.k8s.io/validatingadmissionpolicies"}:       {"list", "watch", "update", "create"},
 	{"cluster", "admissionregistration.k8s.io/validatingadmissionpolicybindings"}: {"list", "watch", "update", "create"},
-	{"bindkit-system", "coordination.k8s.io/leases"}:                              {"get", "create", "update"},
-	{"bindkit-system", "/secrets"}:                                                {"list", "watch", "create", "update"},
-	{"bindkit-system", "/configmaps"}:                                             {"list", "watch"},
+	// The metrics endpoint's reviews of its scrapers' tokens.
+	{"cluster", "authentication.k8s.io/tokenreviews"}:        {"create"},
+	{"cluster", "authorization.k8s.io/subjectaccessreviews"}: {"create"},
+	{"bindkit-system", "coordination.k8s.io/leases"}:         {"get", "create", "update"},
+	{"bindkit-system", "/secrets"}:                           {"list", "watch", "create", "update"},
+	{"bindkit-system", "/configmaps"}:                        {"list", "watch"},
 }
 
 // resourceNames pins grants that must stay limited to named objects.
@@ -84,15 +87,35 @@ func rulesOf(t *testing.T, obj *unstructured.Unstructured) []rbacv1.PolicyRule {
 	return role.Rules
 }
 
+// metricsReaderRole is config/'s role for scrapers, which grants get on
+// /metrics and nothing else, and is bound to no one: the operator binds
+// it to their Prometheus.
+const metricsReaderRole = "githubbinding-controller-metrics-reader"
+
 // TestRBACStaysWithinAllowlist fails on privilege creep: a rule in config/
-// that grants a resource or verb the allowlist does not name.
+// that grants a resource or verb the allowlist does not name, or a
+// metrics-reader role that grants more than get on /metrics or is bound
+// to anyone.
 func TestRBACStaysWithinAllowlist(t *testing.T) {
 	var roles int
 	for _, m := range readManifests(t, ".") {
 		var scope string
 		switch m.obj.GetKind() {
+		case "ClusterRoleBinding", "RoleBinding":
+			if ref, _, _ := unstructured.NestedString(m.obj.Object, "roleRef", "name"); ref == metricsReaderRole {
+				t.Errorf("%s binds %s: config/ leaves it for the operator to bind to their scraper", m, metricsReaderRole)
+			}
+			continue
 		case "ClusterRole":
 			scope = "cluster"
+			if m.obj.GetName() == metricsReaderRole {
+				roles++
+				want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+				if diff := cmp.Diff(want, rulesOf(t, m.obj)); diff != "" {
+					t.Errorf("%s: rules (-want +got):\n%s", m, diff)
+				}
+				continue
+			}
 		case "Role":
 			scope = m.obj.GetNamespace()
 		default:
@@ -103,8 +126,8 @@ func TestRBACStaysWithinAllowlist(t *testing.T) {
 			t.Errorf("%s:\n%v", m, problems)
 		}
 	}
-	if roles != 2 {
-		t.Errorf("found %d roles, want the ClusterRole and the Role", roles)
+	if roles != 3 {
+		t.Errorf("found %d roles, want the ClusterRole, the Role and the metrics-reader ClusterRole", roles)
 	}
 }
 
