@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -154,5 +155,27 @@ func TestCheckRulesCatchesCreep(t *testing.T) {
 				t.Errorf("checkRules = %d problems %v, want %d", len(got), got, tc.want)
 			}
 		})
+	}
+}
+
+// TestExamplesMetricsReaderRoles: each example's config/ carries a
+// metrics-reader ClusterRole granting what config/'s does, get on
+// /metrics and nothing else, named after its component.
+func TestExamplesMetricsReaderRoles(t *testing.T) {
+	want := rulesOf(t, find(t, readManifests(t, "."), "ClusterRole", metricsReaderRole))
+	for _, dir := range []string{"../examples/configbinding/config", "../examples/sinkbinding/config", "../examples/knativewalkthrough/config"} {
+		var found []string
+		for _, m := range readManifests(t, dir) {
+			if m.obj.GetKind() != "ClusterRole" || !strings.HasSuffix(m.obj.GetName(), "-metrics-reader") {
+				continue
+			}
+			found = append(found, m.obj.GetName())
+			if diff := cmp.Diff(want, rulesOf(t, m.obj)); diff != "" {
+				t.Errorf("%s/%s: rules differ from config/'s %s (-config +example):\n%s", dir, m, metricsReaderRole, diff)
+			}
+		}
+		if len(found) != 1 {
+			t.Errorf("%s: metrics-reader ClusterRoles %v, want one", dir, found)
+		}
 	}
 }
