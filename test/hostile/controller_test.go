@@ -82,9 +82,9 @@ type controller struct {
 	// HTTPS to metricsToken (the control plane admin's, which may get
 	// /metrics).
 	metrics, metricsToken string
-	logPath string
-	done    chan error
-	roots   *x509.CertPool // trusts the webhook's serving certificate
+	logPath               string
+	done                  chan error
+	roots                 *x509.CertPool // trusts the webhook's serving certificate
 }
 
 func (c *controller) pid() int { return c.cmd.Process.Pid }
