@@ -2,9 +2,11 @@ package sharedmain
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -109,4 +111,47 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Error("a second Run with the same registry started")
 		}
 	})
+}
+
+// TestLimitListenerHoldsAtMostN: a third connection waits until one of
+// the first two closes; closing the listener releases a waiting Accept.
+func TestLimitListenerHoldsAtMostN(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newLimitListener(inner, 2)
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range 3 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	first, second := <-accepted, <-accepted
+	select {
+	case <-accepted:
+		t.Fatal("a third connection accepted while two are open")
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.Close()
+	first.Close() // a second Close gives back nothing more
+	third := <-accepted
+	third.Close()
+	second.Close()
+	ln.Close()
+	if _, ok := <-accepted; ok {
+		t.Error("Accept returned a connection after Close")
+	}
 }
