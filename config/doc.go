@@ -8,8 +8,10 @@
 //	202-clusterrolebinding.yaml
 //	203-role.yaml                    leases, certificates and config in bindkit-system
 //	204-rolebinding.yaml
+//	205-metrics-reader.yaml          who may scrape /metrics (bind it to Prometheus)
 //	300-githubbinding.yaml           the CRD, with a validating schema
 //	400-webhook-service.yaml         Service "webhook" (webhook.DefaultServiceName)
+//	410-metrics-service.yaml         the replicas' metrics endpoints, HTTPS
 //	500-webhook-configuration.yaml   filled in by the controller at run time
 //	600-secret.yaml                  "webhook-certs" (webhook.DefaultSecretName)
 //	700-deployment.yaml              two hardened replicas

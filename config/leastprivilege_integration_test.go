@@ -71,7 +71,9 @@ var unusedOnPurpose = map[string]string{
 // ServiceAccount (a token from the TokenRequest API, no admin credentials,
 // leader election on, every other flag at its default) through the
 // walkthrough with every subject kind config/ grants plus bare Pods and
-// Jobs, and then reads the audit log: every request the controller sent
+// Jobs, scraping its metrics as a ServiceAccount bound to config/'s
+// metrics-reader role (and refused to callers without it), and then
+// reads the audit log: every request the controller sent
 // must have been allowed, and every permission config/ grants must have
 // been used (or be listed in unusedOnPurpose with a reason).
 func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
@@ -133,8 +135,11 @@ func TestControllerRunsUnderConfigRBACWithRealAPIServer(t *testing.T) {
 	}
 
 	w := &walk{t: t, ctx: ctx, env: env, kube: kube, dyn: dyn, ns: env.CreateNamespace(t, "walk-")}
-	// The metrics endpoint is on by default; its address is one the
+	// The metrics endpoint is on by default, over HTTPS to scrapers
+	// config/'s metrics-reader role is bound to; its address is one the
 	// kernel picked, as for every run (demo.StartController).
+	w.bindMetricsScraper()
+	w.checkMetricsRefused(ctrl.MetricsAddress)
 	beforeWalk := w.metricsOf(ctrl.MetricsAddress)
 	w.run()
 	w.refusedAtAdmission()
@@ -220,6 +225,10 @@ type walk struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
 	ns   string
+	// scraperToken is a token of a ServiceAccount bound to config/'s
+	// metrics-reader role, strangerToken of one bound to nothing
+	// (bindMetricsScraper).
+	scraperToken, strangerToken string
 }
 
 func (w *walk) poll(what string, check func() (string, error)) {

@@ -1,13 +1,18 @@
 package config
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
@@ -26,15 +31,101 @@ var (
 	fieldManagerNamed = "githubbinding-controller" // the component sharedmain.Main is given
 )
 
-// metricsOf scrapes the controller's metrics endpoint, as Prometheus
-// would, over HTTP.
+// metricsOf scrapes the controller's metrics endpoint as Prometheus
+// would: over HTTPS, with the token of a ServiceAccount bound to config/'s
+// metrics-reader role (scraperToken).
 func (w *walk) metricsOf(address string) scrape.Families {
 	w.t.Helper()
-	f, err := scrape.Get(w.ctx, "http://"+address+sharedmain.MetricsPath)
+	f, err := scrape.GetWithToken(w.ctx, "https://"+address+sharedmain.MetricsPath, w.scraperToken)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return f
+}
+
+// metricsUser is the ServiceAccount the walk scrapes as, bound to
+// config/'s metrics-reader role as docs/security.md says, in a namespace
+// of its own (as a cluster's monitoring is).
+const metricsUser = "prometheus"
+
+// bindMetricsScraper creates the walk's scraper, a ServiceAccount bound to
+// config/'s metrics-reader ClusterRole, and one bound to nothing, and
+// sets the walk's scraperToken and strangerToken to tokens of each. It
+// waits until the kube-apiserver authorizes the scraper, since the
+// controller keeps a refusal for 10 seconds.
+func (w *walk) bindMetricsScraper() {
+	t, ctx := w.t, w.ctx
+	ns := w.env.CreateNamespace(t, "monitoring-")
+	w.scraperToken = w.serviceAccountToken(ns, metricsUser)
+	w.strangerToken = w.serviceAccountToken(ns, "stranger")
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "prometheus-metrics-reader-"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReaderRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: metricsUser}},
+	}
+	binding, err := w.kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	user := "system:serviceaccount:" + ns + ":" + metricsUser
+	w.poll(user+" may get /metrics", func() (string, error) {
+		sar, err := w.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: sharedmain.MetricsPath, Verb: "get"},
+		}}, metav1.CreateOptions{})
+		if err != nil || !sar.Status.Allowed {
+			return "not yet", err
+		}
+		return "", nil
+	})
+}
+
+// serviceAccountToken creates ServiceAccount namespace/name and returns a
+// token of it from the TokenRequest API.
+func (w *walk) serviceAccountToken(namespace, name string) string {
+	w.t.Helper()
+	if _, err := w.kube.CoreV1().ServiceAccounts(namespace).Create(w.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	expiry := int64(3600)
+	tr, err := w.kube.CoreV1().ServiceAccounts(namespace).CreateToken(w.ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatalf("TokenRequest for %s/%s: %v", namespace, name, err)
+	}
+	return tr.Status.Token
+}
+
+// checkMetricsRefused: the example binary, run with its default metrics
+// settings under config/'s RBAC, refuses a scrape without a token, or
+// with one the kube-apiserver does not know (401), and one of a
+// ServiceAccount config/'s metrics-reader role is not bound to (403), and
+// answers the one it is bound to with its metrics.
+func (w *walk) checkMetricsRefused(address string) {
+	url := "https://" + address + sharedmain.MetricsPath
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a made-up token", "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", http.StatusUnauthorized},
+		{"a ServiceAccount without the metrics-reader role", w.strangerToken, http.StatusForbidden},
+		{"a ServiceAccount bound to the metrics-reader role", w.scraperToken, http.StatusOK},
+	} {
+		f, err := scrape.GetWithToken(w.ctx, url, c.token)
+		if got := scrape.Status(err); got != c.want {
+			w.t.Errorf("scrape by %s: %v, want %d", c.who, err, c.want)
+		}
+		if c.want == http.StatusOK && !f.Has("bindkit_leader", map[string]string{"controller": reconcilerName}) {
+			w.t.Errorf("scrape by %s: no bindkit_leader{controller=%s}", c.who, reconcilerName)
+		}
+	}
+	if _, err := scrape.Get(w.ctx, "http://"+address+sharedmain.MetricsPath); scrape.Status(err) != http.StatusBadRequest {
+		w.t.Errorf("scrape over plain HTTP: %v, want 400 (an HTTP request to an HTTPS server)", err)
+	}
 }
 
 // pollMetrics scrapes until ok accepts a scrape, or fails the test.
@@ -42,7 +133,7 @@ func (w *walk) pollMetrics(what, address string, ok func(scrape.Families) string
 	w.t.Helper()
 	var last scrape.Families
 	w.poll(what, func() (string, error) {
-		f, err := scrape.Get(w.ctx, "http://"+address+sharedmain.MetricsPath)
+		f, err := scrape.GetWithToken(w.ctx, "https://"+address+sharedmain.MetricsPath, w.scraperToken)
 		if err != nil {
 			return "", err
 		}

@@ -3,15 +3,20 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/bindkit/bindkit/injection/sharedmain"
 	"github.com/bindkit/bindkit/metrics"
 )
 
@@ -220,5 +225,121 @@ func TestCheckQueryFindsMistakes(t *testing.T) {
 	}
 	if got := checkQuery(`histogram_quantile(0.99, sum by (le) (rate(bindkit_admission_duration_seconds_bucket{path="/x", namespace=~"a"}[5m])))`, known); len(got) != 0 {
 		t.Errorf("a valid query: %q", got)
+	}
+}
+
+// serviceMonitor is a Prometheus Operator ServiceMonitor, as much of it as
+// config/monitoring uses; unknown fields are errors.
+type serviceMonitor struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		Selector struct {
+			MatchLabels map[string]string `json:"matchLabels"`
+		} `json:"selector"`
+		Endpoints []struct {
+			Port            string `json:"port"`
+			Scheme          string `json:"scheme"`
+			Path            string `json:"path"`
+			BearerTokenFile string `json:"bearerTokenFile"`
+			TLSConfig       struct {
+				InsecureSkipVerify bool `json:"insecureSkipVerify"`
+			} `json:"tlsConfig"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// TestServiceMonitorScrapesTheMetricsService: the ServiceMonitor selects
+// config/'s metrics Service, whose port reaches the Deployment's metrics
+// port, where sharedmain serves by default; it scrapes HTTPS at
+// sharedmain.MetricsPath with a bearer token, as the endpoint requires.
+func TestServiceMonitorScrapesTheMetricsService(t *testing.T) {
+	data, err := os.ReadFile("monitoring/servicemonitor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := utilyaml.ToJSON(data)
+	if err != nil {
+		t.Fatalf("servicemonitor.yaml: %v", err)
+	}
+	var sm serviceMonitor
+	if err := strictJSON(raw, &sm); err != nil {
+		t.Fatalf("servicemonitor.yaml: %v", err)
+	}
+	ms := readManifests(t, ".")
+	svc := find(t, ms, "Service", "githubbinding-controller-metrics")
+	deployment := find(t, ms, "Deployment", "githubbinding-controller")
+	if sm.APIVersion != "monitoring.coreos.com/v1" || sm.Kind != "ServiceMonitor" || sm.Metadata.Namespace != svc.GetNamespace() {
+		t.Errorf("servicemonitor.yaml: %s %s in %q, want a monitoring.coreos.com/v1 ServiceMonitor in %s", sm.APIVersion, sm.Kind, sm.Metadata.Namespace, svc.GetNamespace())
+	}
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.GetLabels()[k] != v {
+			t.Errorf("servicemonitor.yaml selects %s=%s, which Service %s does not carry", k, v, svc.GetName())
+		}
+	}
+	var svcPorts []struct {
+		Name       string `json:"name"`
+		TargetPort string `json:"targetPort"`
+	}
+	portsOf(t, svc, &svcPorts, "spec", "ports")
+	var containerPorts []struct {
+		Name          string `json:"name"`
+		ContainerPort int    `json:"containerPort"`
+	}
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	portsOf(t, &unstructured.Unstructured{Object: containers[0].(map[string]any)}, &containerPorts, "ports")
+	podLabels, _, _ := unstructured.NestedStringMap(deployment.Object, "spec", "template", "metadata", "labels")
+	selector, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	for k, v := range selector {
+		if podLabels[k] != v {
+			t.Errorf("Service %s selects pods by %s=%s, which the Deployment's pods do not carry", svc.GetName(), k, v)
+		}
+	}
+	_, defaultPort, _ := net.SplitHostPort(sharedmain.DefaultMetricsAddress)
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("servicemonitor.yaml: %d endpoints, want 1", len(sm.Spec.Endpoints))
+	}
+	ep := sm.Spec.Endpoints[0]
+	got := map[string]string{
+		"scheme": ep.Scheme, "path": ep.Path, "bearer token": ep.BearerTokenFile,
+		"service port": "", "container port": "",
+	}
+	for _, p := range svcPorts {
+		if p.Name == ep.Port {
+			got["service port"] = p.TargetPort
+		}
+	}
+	for _, p := range containerPorts {
+		if p.Name == got["service port"] {
+			got["container port"] = strconv.Itoa(p.ContainerPort)
+		}
+	}
+	want := map[string]string{
+		"scheme": "https", "path": sharedmain.MetricsPath, "bearer token": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		"service port": "https-metrics", "container port": defaultPort,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("servicemonitor.yaml's endpoint, through the Service to the container (-want +got):\n%s", diff)
+	}
+}
+
+// portsOf decodes the ports at fields of obj into out.
+func portsOf(t *testing.T, obj *unstructured.Unstructured, out any, fields ...string) {
+	t.Helper()
+	ports, _, err := unstructured.NestedSlice(obj.Object, fields...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("%s %s ports: %v", obj.GetKind(), obj.GetName(), err)
 	}
 }

@@ -39,9 +39,12 @@ var allowlist = map[grant][]string{
 	{"cluster", "admissionregistration.k8s.io/validatingadmissionpolicybindings"}: {"list", "watch", "update", "create"},
 	{"cluster", "admissionregistration.k8s.io/mutatingadmissionpolicies"}:         {"list", "watch", "update", "create"},
 	{"cluster", "admissionregistration.k8s.io/mutatingadmissionpolicybindings"}:   {"list", "watch", "update", "create"},
-	{"bindkit-system", "coordination.k8s.io/leases"}:                              {"get", "create", "update"},
-	{"bindkit-system", "/secrets"}:                                                {"list", "watch", "create", "update"},
-	{"bindkit-system", "/configmaps"}:                                             {"list", "watch"},
+	// The metrics endpoint's reviews of its scrapers' tokens.
+	{"cluster", "authentication.k8s.io/tokenreviews"}:        {"create"},
+	{"cluster", "authorization.k8s.io/subjectaccessreviews"}: {"create"},
+	{"bindkit-system", "coordination.k8s.io/leases"}:         {"get", "create", "update"},
+	{"bindkit-system", "/secrets"}:                           {"list", "watch", "create", "update"},
+	{"bindkit-system", "/configmaps"}:                        {"list", "watch"},
 }
 
 // resourceNames pins grants that must stay limited to named objects.
@@ -88,8 +91,15 @@ func rulesOf(t *testing.T, obj *unstructured.Unstructured) []rbacv1.PolicyRule {
 	return role.Rules
 }
 
+// metricsReaderRole is config/'s role for scrapers, which grants get on
+// /metrics and nothing else, and is bound to no one: the operator binds
+// it to their Prometheus.
+const metricsReaderRole = "githubbinding-controller-metrics-reader"
+
 // TestRBACStaysWithinAllowlist fails on privilege creep: a rule in config/
-// that grants a resource or verb the allowlist does not name.
+// that grants a resource or verb the allowlist does not name, or a
+// metrics-reader role that grants more than get on /metrics or is bound
+// to anyone.
 func TestRBACStaysWithinAllowlist(t *testing.T) {
 	var roles int
 	for _, m := range readManifests(t, ".") {
@@ -98,8 +108,21 @@ func TestRBACStaysWithinAllowlist(t *testing.T) {
 		}
 		var scope string
 		switch m.obj.GetKind() {
+		case "ClusterRoleBinding", "RoleBinding":
+			if ref, _, _ := unstructured.NestedString(m.obj.Object, "roleRef", "name"); ref == metricsReaderRole {
+				t.Errorf("%s binds %s: config/ leaves it for the operator to bind to their scraper", m, metricsReaderRole)
+			}
+			continue
 		case "ClusterRole":
 			scope = "cluster"
+			if m.obj.GetName() == metricsReaderRole {
+				roles++
+				want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+				if diff := cmp.Diff(want, rulesOf(t, m.obj)); diff != "" {
+					t.Errorf("%s: rules (-want +got):\n%s", m, diff)
+				}
+				continue
+			}
 		case "Role":
 			scope = m.obj.GetNamespace()
 		default:
@@ -110,8 +133,8 @@ func TestRBACStaysWithinAllowlist(t *testing.T) {
 			t.Errorf("%s:\n%v", m, problems)
 		}
 	}
-	if roles != 2 {
-		t.Errorf("found %d roles, want the ClusterRole and the Role", roles)
+	if roles != 3 {
+		t.Errorf("found %d roles, want the ClusterRole, the Role and the metrics-reader ClusterRole", roles)
 	}
 }
 
@@ -190,5 +213,27 @@ func TestCheckRulesCatchesCreep(t *testing.T) {
 				t.Errorf("checkRules = %d problems %v, want %d", len(got), got, tc.want)
 			}
 		})
+	}
+}
+
+// TestExamplesMetricsReaderRoles: each example's config/ carries a
+// metrics-reader ClusterRole granting what config/'s does, get on
+// /metrics and nothing else, named after its component.
+func TestExamplesMetricsReaderRoles(t *testing.T) {
+	want := rulesOf(t, find(t, readManifests(t, "."), "ClusterRole", metricsReaderRole))
+	for _, dir := range []string{"../examples/configbinding/config", "../examples/sinkbinding/config", "../examples/knativewalkthrough/config"} {
+		var found []string
+		for _, m := range readManifests(t, dir) {
+			if m.obj.GetKind() != "ClusterRole" || !strings.HasSuffix(m.obj.GetName(), "-metrics-reader") {
+				continue
+			}
+			found = append(found, m.obj.GetName())
+			if diff := cmp.Diff(want, rulesOf(t, m.obj)); diff != "" {
+				t.Errorf("%s/%s: rules differ from config/'s %s (-config +example):\n%s", dir, m, metricsReaderRole, diff)
+			}
+		}
+		if len(found) != 1 {
+			t.Errorf("%s: metrics-reader ClusterRoles %v, want one", dir, found)
+		}
 	}
 }

@@ -196,7 +196,8 @@ func TestNewRefusesAnExistingDirectory(t *testing.T) {
 // TestScaffoldRBACIsConfigs: the roles `bindkit new` writes grant what the
 // repository's config/ grants githubbinding, rule for rule, which
 // config's tests prove is enough (the controller runs under it against a
-// real kube-apiserver) and no more than the allowlist.
+// real kube-apiserver, its metrics scraped through the metrics-reader
+// role) and no more than the allowlist.
 func TestScaffoldRBACIsConfigs(t *testing.T) {
 	data, err := newScaffoldData("github.com/bindkit/bindkit/examples/githubbinding", "GithubBinding", "bindings.bindkit.dev")
 	if err != nil {
@@ -207,7 +208,7 @@ func TestScaffoldRBACIsConfigs(t *testing.T) {
 	if err := writeScaffold(dir, data); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"201-clusterrole.yaml", "203-role.yaml"} {
+	for _, f := range []string{"201-clusterrole.yaml", "203-role.yaml", "205-metrics-reader.yaml"} {
 		var want, got struct {
 			Rules []rbacv1.PolicyRule `json:"rules"`
 		}

@@ -25,7 +25,8 @@
 // bindkit did instead of running the controllers, --declarative-admission
 // (whether declarative Binding kinds are admitted by a
 // MutatingAdmissionPolicy, "policy", the default, or by the webhook),
-// --metrics-address and --listen-addresses-file;
+// --metrics-address, --metrics-secure, --metrics-cert-dir and
+// --listen-addresses-file;
 // each is a field of Flags), stops
 // on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped
@@ -40,7 +41,7 @@
 // The process listens on up to three TCP addresses: the webhook's
 // (--webhook-address, --webhook-port), the probes' (--probe-port: when
 // there is no webhook, or beside one that requires client certificates)
-// and the metrics' (--metrics-address). Each accepts port 0, for a port
+// and the metrics' (--metrics-address, HTTPS unless --metrics-secure=false). Each accepts port 0, for a port
 // the kernel picks (AnyPort in Flags), so tests and tools running several
 // processes side by side never pick a "free" port another process can
 // take before it is bound. Once every listener is bound, and before the
@@ -106,7 +107,7 @@
 //
 // # Metrics
 //
-// Every replica serves Prometheus metrics over HTTP at /metrics on
+// Every replica serves Prometheus metrics at /metrics on
 // --metrics-address (DefaultMetricsAddress, ":9090"; empty turns it off):
 // admissions by path, operation, outcome and dry run, with their duration
 // and patch size; reconciles by controller and outcome, with their
@@ -118,6 +119,28 @@
 // the process's. Package metrics defines them (metrics.Families) and the
 // README lists them. The registry is the process's own, never the global
 // one; WithMetricsRegistry hands Run one to use instead.
+//
+// They are served over HTTPS, and only to a caller whose bearer token the
+// kube-apiserver authenticates (a TokenReview) as a user it authorizes to
+// get the non-resource URL /metrics (a SubjectAccessReview), as
+// kubebuilder's projects do: a scrape without a valid token is answered
+// 401, one of a user without the grant 403. The process needs create on
+// tokenreviews.authentication.k8s.io and
+// subjectaccessreviews.authorization.k8s.io; a scraper needs a role with
+// get on /metrics (config/'s metrics-reader ClusterRole). An answer is
+// kept for DefaultMetricsAllowTTL (DefaultMetricsDenyTTL for a refusal),
+// so a scraper costs two reviews a minute, not two a scrape; only tokens
+// the kube-apiserver authenticated are kept (at most
+// DefaultMetricsAuthCacheSize), and reviews of tokens not kept are
+// bounded (DefaultMetricsReviewsPerSecond, DefaultMetricsReviewBurst,
+// DefaultMetricsReviewsInFlight; 429 beyond), so a caller with made-up
+// tokens costs the kube-apiserver at most those reviews and the process
+// no memory. So are connections, headers and the handshake's time. The
+// certificate is the one in --metrics-cert-dir (tls.crt and tls.key,
+// read again when they change), or else a self-signed one the process
+// generates at start, which a scraper does not verify.
+// --metrics-secure=false serves them over plain HTTP to anyone who
+// reaches the address, unauthenticated, and logs a warning saying so.
 //
 // client-go's request metrics and klog's logger are hooks client-go and
 // klog accept once per process, and read without a lock on every request.

@@ -149,14 +149,34 @@ type Flags struct {
 	DeclarativeAdmission policy.Admission
 
 	// MetricsAddress is where the process serves its Prometheus metrics
-	// over HTTP at /metrics, as host:port (--metrics-address, default
-	// DefaultMetricsAddress). MetricsOff turns the endpoint off, as an
-	// empty --metrics-address does on a command line.
+	// at /metrics, as host:port (--metrics-address, default
+	// DefaultMetricsAddress): over HTTPS to callers whose bearer token the
+	// kube-apiserver authenticates (a TokenReview) and authorizes to get
+	// /metrics (a SubjectAccessReview), unless MetricsInsecure. MetricsOff
+	// turns the endpoint off, as an empty --metrics-address does on a
+	// command line.
 	MetricsAddress string
+	// MetricsInsecure serves the metrics over plain HTTP to anyone who
+	// reaches the address, with no authentication (--metrics-secure=false;
+	// default false: HTTPS, authenticated and authorized). Anyone who
+	// reaches the port then reads the process's admission and reconcile
+	// activity and its certificates' expiry, and can load it with scrapes.
+	MetricsInsecure bool
+	// MetricsCertDir is a directory holding the metrics endpoint's serving
+	// certificate and key as tls.crt and tls.key, PEM, the keys of a
+	// kubernetes.io/tls Secret mounted as a volume (--metrics-cert-dir,
+	// default none). The files are read at start, which fails when they
+	// cannot be, and again when they change (checked at most every
+	// MetricsCertCheckInterval), so a renewed Secret is served without a
+	// restart. Empty, the process serves a self-signed certificate it
+	// generates in memory at start (renewed before it expires), which a
+	// scraper cannot verify.
+	MetricsCertDir string
 }
 
 // DefaultMetricsAddress is where metrics are served by default: every
-// interface, port 9090, on every replica.
+// interface, port 9090, on every replica, over HTTPS to authorized
+// callers (Flags.MetricsInsecure).
 const DefaultMetricsAddress = ":9090"
 
 // MetricsOff as Flags.MetricsAddress serves no metrics (nor keeps any,
@@ -285,7 +305,15 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	})
 
 	// Observability.
-	fs.StringVar(&f.MetricsAddress, "metrics-address", f.MetricsAddress, "host:port where Prometheus metrics are served over HTTP at /metrics; empty turns them off")
+	fs.StringVar(&f.MetricsAddress, "metrics-address", f.MetricsAddress, "host:port where Prometheus metrics are served at /metrics; empty turns them off")
+	fs.BoolFunc("metrics-secure", "serve metrics over HTTPS to callers whose bearer token the kube-apiserver authenticates and authorizes to get /metrics "+
+		"(a TokenReview and a SubjectAccessReview); false serves them over plain HTTP to anyone who reaches --metrics-address (default true)", func(s string) error {
+		secure, err := strconv.ParseBool(s)
+		f.MetricsInsecure = !secure
+		return err
+	})
+	fs.StringVar(&f.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics endpoint's certificate and key, tls.crt and tls.key (a mounted kubernetes.io/tls Secret), "+
+		"read again when they change; empty serves a self-signed certificate generated at start")
 
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
@@ -367,6 +395,9 @@ func (f Flags) validate() error {
 	}
 	if err := validateMetricsAddress(f.MetricsAddress); err != nil {
 		errs = append(errs, err)
+	}
+	if f.MetricsInsecure && f.MetricsCertDir != "" {
+		errs = append(errs, fmt.Errorf("--metrics-cert-dir %q: plain HTTP (--metrics-secure=false) serves no certificate", f.MetricsCertDir))
 	}
 	if err := f.DeclarativeAdmission.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--declarative-admission: %w", err))

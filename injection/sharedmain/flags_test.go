@@ -65,6 +65,26 @@ func TestParseFlags(t *testing.T) {
 				return f
 			}(),
 		},
+		{
+			name: "metrics over plain HTTP",
+			args: []string{"--metrics-secure=false"},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.MetricsInsecure = true
+				return f
+			}(),
+		},
+		{
+			name: "metrics certificate from a directory",
+			args: []string{"--metrics-secure", "--metrics-cert-dir=/certs"},
+			want: func() Flags {
+				f := DefaultFlags()
+				f.MetricsCertDir = "/certs"
+				return f
+			}(),
+		},
+		{name: "metrics certificate over plain HTTP", args: []string{"--metrics-secure=false", "--metrics-cert-dir=/certs"}, wantErr: `--metrics-cert-dir "/certs": plain HTTP (--metrics-secure=false) serves no certificate`},
+		{name: "metrics secure not a boolean", args: []string{"--metrics-secure=maybe"}, wantErr: `invalid boolean value "maybe" for -metrics-secure`},
 		{name: "metrics address without a port", args: []string{"--metrics-address=localhost"}, wantErr: `--metrics-address "localhost": not host:port (empty turns metrics off)`},
 		{name: "metrics port not a number", args: []string{"--metrics-address=:http"}, wantErr: `--metrics-address ":http": port "http" is not a number in 0-65535`},
 		{
@@ -220,8 +240,12 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"webhook-max-patch-bytes": "65536", "webhook-client-ca": "/etc/ca.crt",
 		"webhook-max-connections-per-peer": "8", "webhook-handshake-timeout": "2s", "webhook-read-header-timeout": "3s", "webhook-min-body-rate": "1Mi",
 		"metrics-address": "127.0.0.1:9091", "listen-addresses-file": "/run/listen.json", "uninstall": "true", "declarative-admission": "webhook",
+		"metrics-secure": "false", "metrics-cert-dir": "/certs",
 	}
-	var args, names []string
+	// alone are flags whose value contradicts another's above: each is
+	// parsed on a command line of its own.
+	alone := map[string]bool{"metrics-secure": true}
+	var args, names, aloneArgs []string
 	for _, line := range strings.Split(usage.String(), "\n") {
 		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "-"); ok {
 			name, _, _ = strings.Cut(name, " ")
@@ -231,17 +255,29 @@ func TestEveryFlagHasAField(t *testing.T) {
 				t.Errorf("flag --%s has no test value here: add it, and check its Flags field", name)
 				continue
 			}
-			args = append(args, "--"+name+"="+v)
+			if alone[name] {
+				aloneArgs = append(aloneArgs, "--"+name+"="+v)
+			} else {
+				args = append(args, "--"+name+"="+v)
+			}
 		}
 	}
-	f, err := ParseFlags("test", args, io.Discard)
-	if err != nil {
-		t.Fatalf("ParseFlags(%v): %v", args, err)
+	var parsed []reflect.Value
+	for _, cmdline := range append([][]string{args}, splitEach(aloneArgs)...) {
+		f, err := ParseFlags("test", cmdline, io.Discard)
+		if err != nil {
+			t.Fatalf("ParseFlags(%v): %v", cmdline, err)
+		}
+		parsed = append(parsed, reflect.ValueOf(f))
 	}
-	got, def := reflect.ValueOf(f), reflect.ValueOf(DefaultFlags())
-	for i := range got.NumField() {
-		if reflect.DeepEqual(got.Field(i).Interface(), def.Field(i).Interface()) {
-			t.Errorf("Flags.%s is not set by any flag", got.Type().Field(i).Name)
+	def := reflect.ValueOf(DefaultFlags())
+	for i := range def.NumField() {
+		set := false
+		for _, got := range parsed {
+			set = set || !reflect.DeepEqual(got.Field(i).Interface(), def.Field(i).Interface())
+		}
+		if !set {
+			t.Errorf("Flags.%s is not set by any flag", def.Type().Field(i).Name)
 		}
 	}
 	doc, err := os.ReadFile("doc.go")
@@ -253,6 +289,15 @@ func TestEveryFlagHasAField(t *testing.T) {
 			t.Errorf("doc.go does not list --%s", name)
 		}
 	}
+}
+
+// splitEach returns each of args as a command line of its own.
+func splitEach(args []string) [][]string {
+	var out [][]string
+	for _, a := range args {
+		out = append(out, []string{a})
+	}
+	return out
 }
 
 func TestParseFlagsHelp(t *testing.T) {

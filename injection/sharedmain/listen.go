@@ -26,7 +26,8 @@ type ListenAddresses struct {
 	// process without a webhook, or beside one that requires client
 	// certificates.
 	Probes string `json:"probes,omitempty"`
-	// Metrics serves /metrics over HTTP (--metrics-address).
+	// Metrics serves /metrics (--metrics-address): over HTTPS to
+	// authorized callers, or over HTTP with --metrics-secure=false.
 	Metrics string `json:"metrics,omitempty"`
 }
 

@@ -16,13 +16,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bindkit/bindkit/envtest"
+	"github.com/bindkit/bindkit/test/scrape"
 	"github.com/bindkit/bindkit/webhook"
 )
 
 // TestListenersReportTheAddressesTheyBound: with every port 0, the process
 // writes the addresses it got to --listen-addresses-file and logs them,
-// and each one answers: the webhook over TLS, the probes and metrics over
-// HTTP. A listener that does not run is absent.
+// and each one answers: the webhook and the metrics over TLS, the probes
+// over HTTP. A listener that does not run is absent.
 func TestListenersReportTheAddressesTheyBound(t *testing.T) {
 	ca, err := envtest.NewServingCert("127.0.0.1")
 	if err != nil {
@@ -78,9 +79,10 @@ func TestListenersReportTheAddressesTheyBound(t *testing.T) {
 				})
 			}
 			if addrs.Metrics != "" {
-				code, err := get(t.Context(), http.DefaultClient, "http://"+addrs.Metrics+MetricsPath)
-				if err != nil || code != http.StatusOK {
-					t.Errorf("GET metrics at %s = %d, %v; want 200", addrs.Metrics, code, err)
+				// Over HTTPS, to callers with a token (this one has none).
+				_, err := scrape.GetWithToken(t.Context(), "https://"+addrs.Metrics+MetricsPath, "")
+				if scrape.Status(err) != http.StatusUnauthorized {
+					t.Errorf("GET metrics at %s without a token: %v; want 401", addrs.Metrics, err)
 				}
 			}
 			if addrs.WebhookPort() != portOf(addrs.Webhook) || addrs.ProbePort() != portOf(addrs.Probes) {

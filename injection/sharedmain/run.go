@@ -34,6 +34,11 @@ func (p *process) run(ctx context.Context, ctors []Constructor) error {
 			return err
 		}
 	}
+	if s.registry != nil && p.flags.MetricsAddress != MetricsOff {
+		if s.metricsServer, err = newMetricsServer(p.flags, s.registry, s.kube, p.logger.Named("metrics")); err != nil {
+			return err
+		}
+	}
 	f := newFailures()
 	// Listen before waiting for caches, so a taken port fails fast and a
 	// caller that asked for port 0 learns its port early.
@@ -59,6 +64,8 @@ type state struct {
 	namespace string
 	metrics   *metrics.Metrics // nil when metrics are off
 	registry  *prometheus.Registry
+	// metricsServer serves registry; nil when the endpoint is off.
+	metricsServer *metricsServer
 	// base is the informers' context: they outlive ctx, since the webhook
 	// and the controllers still read their caches while they drain.
 	base           context.Context
@@ -198,7 +205,7 @@ func (s *servers) stop() {
 // webhook's probes and the metrics (so a slow sync shows in them too).
 // The webhook's listener waits for the webhook.
 func (p *process) startServers(s *state, f *failures) (*servers, *probes, error) {
-	ln, webhookProbeLn, metricsLn, probeHandler, err := p.listen(s.server != nil, s.registry != nil)
+	ln, webhookProbeLn, metricsLn, probeHandler, err := p.listen(s.server != nil, s.metricsServer != nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -216,10 +223,8 @@ func (p *process) startServers(s *state, f *failures) (*servers, *probes, error)
 		srv.serve(func(ctx context.Context) error { return serveWebhookProbes(ctx, s.server, webhookProbeLn) })
 	}
 	if metricsLn != nil {
-		p.logger.Info("serving metrics", zap.String("address", metricsLn.Addr().String()), zap.String("path", MetricsPath))
-		srv.serve(func(ctx context.Context) error {
-			return serveMetrics(ctx, metricsLn, s.registry, p.logger.Named("metrics"))
-		})
+		p.logMetricsServing(metricsLn.Addr())
+		srv.serve(func(ctx context.Context) error { return s.metricsServer.serve(ctx, metricsLn) })
 	}
 	return srv, probeHandler, nil
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/test/scrape"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/webhook"
 )
@@ -304,8 +305,13 @@ type Controller struct {
 	// no webhook.
 	WebhookPort int
 	// MetricsAddress is where it serves its metrics (127.0.0.1 and a port
-	// the kernel picked), unless args gave --metrics-address.
+	// the kernel picked), unless args gave --metrics-address: over HTTPS
+	// to callers allowed to get /metrics (Metrics), unless args gave
+	// --metrics-secure=false.
 	MetricsAddress string
+	// metricsToken is the bearer token Metrics scrapes with: the control
+	// plane's admin's.
+	metricsToken string
 	// ProbePort is where it serves /healthz and /readyz over HTTP when it
 	// runs no webhook (or one that requires client certificates); 0
 	// otherwise.
@@ -321,8 +327,9 @@ const listenTimeout = time.Minute
 
 // StartController starts binary as users run it, against env, in
 // SystemNamespace: its kubeconfig, the webhook on 127.0.0.1 with
-// 127.0.0.1 in its certificate, and its webhook, probes and metrics on
-// ports of 127.0.0.1 the kernel picks (processes run side by side, and a
+// 127.0.0.1 in its certificate, and its webhook, probes and metrics
+// (HTTPS, as by default: Controller.Metrics scrapes them) on ports of
+// 127.0.0.1 the kernel picks (processes run side by side, and a
 // port chosen free before the process binds it can be taken by then),
 // then args. It returns once the process has reported where it listens
 // (Controller.Addresses, WebhookPort, ProbePort, MetricsAddress), or has
@@ -351,7 +358,7 @@ func StartController(env *testenv.Environment, binary string, args ...string) (*
 		logFile.Close()
 		return nil, fmt.Errorf("start controller: %w", err)
 	}
-	c := &Controller{cmd: cmd, logPath: logFile.Name(), done: make(chan struct{})}
+	c := &Controller{cmd: cmd, logPath: logFile.Name(), done: make(chan struct{}), metricsToken: env.Config.BearerToken}
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
@@ -391,6 +398,14 @@ func (c *Controller) waitListening(addressesFile string) error {
 	}
 	c.Addresses, c.WebhookPort, c.ProbePort, c.MetricsAddress = addrs, addrs.WebhookPort(), addrs.ProbePort(), addrs.Metrics
 	return nil
+}
+
+// Metrics scrapes the controller's metrics as Prometheus does a bindkit
+// process with its default metrics settings: over HTTPS, with a bearer
+// token the kube-apiserver authorizes to get /metrics (the control
+// plane's admin's).
+func (c *Controller) Metrics(ctx context.Context) (scrape.Families, error) {
+	return scrape.GetWithToken(ctx, "https://"+c.MetricsAddress+sharedmain.MetricsPath, c.metricsToken)
 }
 
 // Exited reports whether the process has exited, and how.

@@ -78,11 +78,13 @@ type controller struct {
 	// probePort serves the probes over HTTP when the webhook requires
 	// client certificates; 0 otherwise.
 	probePort int
-	// metrics is where /metrics is served (host:port), as reported.
-	metrics string
-	logPath string
-	done    chan error
-	roots   *x509.CertPool // trusts the webhook's serving certificate
+	// metrics is where /metrics is served (host:port), as reported, over
+	// HTTPS to metricsToken (the control plane admin's, which may get
+	// /metrics).
+	metrics, metricsToken string
+	logPath               string
+	done                  chan error
+	roots                 *x509.CertPool // trusts the webhook's serving certificate
 }
 
 func (c *controller) pid() int { return c.cmd.Process.Pid }
@@ -104,7 +106,7 @@ func startController(t *testing.T, env *testenv.Environment, ready func(*control
 			t.Fatal(err)
 		}
 	}
-	c := &controller{t: t, logPath: filepath.Join(t.TempDir(), "controller.log"), done: make(chan error, 1)}
+	c := &controller{t: t, logPath: filepath.Join(t.TempDir(), "controller.log"), done: make(chan error, 1), metricsToken: env.Config.BearerToken}
 	logFile, err := os.Create(c.logPath)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,8 @@
 // controller, built and started as its own process with default flags
 // against the real kube-apiserver, receives malformed and oversized
 // bodies, object bombs, slow and unfinished bodies, connection floods and
-// concurrent large requests. The tests read the process's own memory
+// concurrent large requests; its metrics endpoint receives floods of
+// made-up bearer tokens. The tests read the process's own memory
 // (VmHWM in /proc) to hold it to the webhook's stated bound, and check
 // that only the kube-apiserver's client certificate gets in when the
 // webhook asks for one.

@@ -1,7 +1,6 @@
 package hostile_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,6 +24,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bindkit/bindkit/injection/sharedmain"
+	"github.com/bindkit/bindkit/test/scrape"
 	"github.com/bindkit/bindkit/test/testenv"
 	"github.com/bindkit/bindkit/webhook"
 )
@@ -323,18 +322,13 @@ func (c *controller) resources() resources {
 		c.t.Fatal(err)
 	}
 	r.fds = len(fds)
-	resp, err := http.Get("http://" + c.metrics + "/metrics")
+	// Scraped as Prometheus does, over HTTPS with a token.
+	f, err := scrape.GetWithToken(context.Background(), "https://"+c.metrics+sharedmain.MetricsPath, c.metricsToken)
 	if err != nil {
 		c.t.Errorf("metrics: %v", err)
 		return r
 	}
-	defer resp.Body.Close()
-	s := bufio.NewScanner(resp.Body)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "go_goroutines "); ok {
-			r.goroutines, _ = strconv.Atoi(v)
-		}
-	}
+	r.goroutines = int(f.Sum("go_goroutines", nil))
 	return r
 }
 

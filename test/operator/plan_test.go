@@ -3,8 +3,6 @@ package operator_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +20,7 @@ import (
 	"github.com/bindkit/bindkit/cmd/kubectl-bindkit/cli"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/test/demo"
 	"github.com/bindkit/bindkit/test/rollout"
 	"github.com/bindkit/bindkit/test/testenv"
 )
@@ -93,7 +92,7 @@ func TestHeldBindingPlansWhatResumingApplies(t *testing.T) {
 	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: rollout paused: rollout of generation 1 paused before its first wave: 100 of 100 subjects to change")
 	wantEvents(t, kube, ns, psbinding.ReasonRolloutPaused, "rollout of generation 1 paused before its first wave")
 	wantEvents(t, kube, ns, psbinding.ReasonRolloutPlanned, "generation 1 planned: 100 subjects to bind, 0 to unbind, 0 unchanged, in 4 waves")
-	wantMetric(t, ctrl.MetricsAddress, `bindkit_rollouts{resource="sinkbindings.bindings.bindkit.dev",state="paused"} 1`)
+	wantMetric(t, ctrl, "bindkit_rollouts", map[string]string{"resource": "sinkbindings.bindings.bindkit.dev", "state": "paused"}, 1)
 
 	out, code = kubectl(t, env, "rollout", "resume", "sinkbinding/sink", "-n", ns)
 	wantCode(t, "rollout resume", code, cli.ExitOK)
@@ -111,7 +110,7 @@ func TestHeldBindingPlansWhatResumingApplies(t *testing.T) {
 	if got := getBinding(t, dyn, ns, "sink"); got.Status.Plan != nil {
 		t.Errorf("resumed Binding still publishes a plan: %+v", got.Status.Plan)
 	}
-	wantMetric(t, ctrl.MetricsAddress, `bindkit_rollouts{resource="sinkbindings.bindings.bindkit.dev",state="complete"} 1`)
+	wantMetric(t, ctrl, "bindkit_rollouts", map[string]string{"resource": "sinkbindings.bindings.bindkit.dev", "state": "complete"}, 1)
 	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
 
@@ -188,27 +187,17 @@ func wantEvents(t *testing.T, kube kubernetes.Interface, ns, reason string, want
 	})
 }
 
-// wantMetric waits until the controller's /metrics holds line.
-func wantMetric(t *testing.T, address, line string) {
+// wantMetric waits until the controller's metrics, scraped as Prometheus
+// does (demo.Controller.Metrics), hold name{labels} at value.
+func wantMetric(t *testing.T, ctrl *demo.Controller, name string, labels map[string]string, value float64) {
 	t.Helper()
-	rollout.Poll(t, 30*time.Second, "metric "+line, func() string {
-		resp, err := http.Get("http://" + address + "/metrics")
+	rollout.Poll(t, 30*time.Second, fmt.Sprintf("metric %s%v %g", name, labels, value), func() string {
+		f, err := ctrl.Metrics(t.Context())
 		if err != nil {
 			return err.Error()
 		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err.Error()
-		}
-		if !strings.Contains(string(body), line+"\n") {
-			var rollouts []string
-			for l := range strings.SplitSeq(string(body), "\n") {
-				if strings.HasPrefix(l, "bindkit_rollout") {
-					rollouts = append(rollouts, l)
-				}
-			}
-			return fmt.Sprintf("not in /metrics: %v", rollouts)
+		if !f.Has(name, labels) || f.Sum(name, labels) != value {
+			return fmt.Sprintf("%s%v = %g", name, labels, f.Sum(name, labels))
 		}
 		return ""
 	})

@@ -117,7 +117,7 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	}
 	wantEvents(t, kube, ns, psbinding.ReasonUndoingRollout, "undoing generation 2")
 	wantEvents(t, kube, ns, psbinding.ReasonRolloutUndone, "generation 2 undone")
-	wantMetric(t, ctrl.MetricsAddress, `bindkit_rollouts{resource="sinkbindings.bindings.bindkit.dev",state="undone"} 1`)
+	wantMetric(t, ctrl, "bindkit_rollouts", map[string]string{"resource": "sinkbindings.bindings.bindkit.dev", "state": "undone"}, 1)
 	out, code = kubectl(t, env, "why", "deployment/app-000", "-n", ns)
 	wantCode(t, "why", code, cli.ExitOK)
 	wantLines(t, "why", out, "BINDING", "sinkbinding.bindings.bindkit.dev/sink  1        2        undone  RolloutUndone")

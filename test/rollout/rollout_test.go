@@ -20,7 +20,6 @@ import (
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/rollout"
-	"github.com/bindkit/bindkit/test/scrape"
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
@@ -371,7 +370,7 @@ func TestWithoutPolicyConvergesAsBefore(t *testing.T) {
 		return ""
 	})
 	took := time.Since(start).Round(time.Millisecond)
-	m, err := scrape.Get(ctx, "http://"+ctrl.MetricsAddress+"/metrics")
+	m, err := ctrl.Metrics(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package scrape
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,8 +17,19 @@ import (
 // Families are the metric families of one scrape, by name.
 type Families map[string]*dto.MetricFamily
 
-// Get scrapes url (http://host:port/metrics) in Prometheus' text format.
+// Get scrapes url (http://host:port/metrics) in Prometheus' text format,
+// with no credentials: a process run with --metrics-secure=false.
 func Get(ctx context.Context, url string) (Families, error) {
+	return GetWithToken(ctx, url, "")
+}
+
+// GetWithToken scrapes url as Prometheus does a bindkit process that
+// serves its metrics securely (the default): over HTTPS
+// (https://host:port/metrics) with token as a bearer token, not verifying
+// the certificate (the process's self-signed one, Prometheus's
+// insecure_skip_verify). An empty token sends none. A status other than
+// 200 is an error that says it (Status).
+func GetWithToken(ctx context.Context, url, token string) (Families, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -24,14 +37,17 @@ func Get(ctx context.Context, url string) (Families, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/plain")
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("scrape %s: %s: %s", url, resp.Status, body)
+		return nil, &StatusError{URL: url, Code: resp.StatusCode, Body: string(body)}
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(resp.Body)
@@ -39,6 +55,38 @@ func Get(ctx context.Context, url string) (Families, error) {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	return Families(mfs), nil
+}
+
+// client scrapes without verifying certificates, as a Prometheus set to
+// insecure_skip_verify does: bindkit's default metrics certificate is
+// self-signed, so there is nothing to verify it against.
+var client = &http.Client{Transport: &http.Transport{
+	TLSClientConfig:     &tls.Config{InsecureSkipVerify: true},
+	MaxIdleConnsPerHost: 2,
+}}
+
+// StatusError is a scrape answered with a status other than 200.
+type StatusError struct {
+	URL  string
+	Code int
+	Body string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("scrape %s: %d %s: %s", e.URL, e.Code, http.StatusText(e.Code), e.Body)
+}
+
+// Status is the HTTP status of a scrape that returned err: 200 for nil,
+// the answer's for a StatusError, 0 when none came.
+func Status(err error) int {
+	var se *StatusError
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.As(err, &se):
+		return se.Code
+	}
+	return 0
 }
 
 // Sum adds up the samples of family name whose labels include labels (nil
