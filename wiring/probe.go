@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -93,7 +94,10 @@ func (p *prober) probeEach(ctx context.Context, want func(psbinding.Bindable) bo
 // process may not read or dry-run what the probe needs) is always
 // reported, as a *refusal naming every Binding refused: the handover
 // cannot tell where that Binding's subjects are admitted, and an operator
-// must act. res is the first result that stopped it, else the first.
+// must act. A Binding whose namespace the cache has not seen yet (new
+// beside its Binding) holds the round too, with an error: it is not gone,
+// and its subjects are not yet seen admitted. res is the first result
+// that stopped it, else the first.
 func (p *prober) probeWhile(ctx context.Context, want func(psbinding.Bindable) bool, more func(probeResult) bool) (res probeResult, probed int, err error) {
 	bindings, err := p.list()
 	if err != nil {
@@ -103,14 +107,17 @@ func (p *prober) probeWhile(ctx context.Context, want func(psbinding.Bindable) b
 		return strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
 	})
 	var (
-		failed  error
-		refusal refusal
+		failed, held error
+		refusal      refusal
 	)
 	fail := func(b psbinding.Bindable, err error) {
 		err = fmt.Errorf("probe with binding %s/%s: %w", b.GetNamespace(), b.GetName(), err)
-		if refused(err) {
+		switch {
+		case refused(err):
 			refusal.add(b, err)
-		} else if failed == nil {
+		case errors.Is(err, errNamespaceNotCached):
+			held = cmp.Or(held, err)
+		case failed == nil:
 			failed = err
 		}
 	}
@@ -142,10 +149,10 @@ func (p *prober) probeWhile(ctx context.Context, want func(psbinding.Bindable) b
 			res = r
 		}
 		if !more(r) {
-			return r, probed, refusal.err()
+			return r, probed, cmp.Or(refusal.err(), held)
 		}
 	}
-	if err := refusal.err(); err != nil {
+	if err := cmp.Or(refusal.err(), held); err != nil {
 		return res, probed, err
 	}
 	if probed == 0 {
@@ -194,8 +201,8 @@ func (p *prober) target(ctx context.Context, b psbinding.Bindable) (_ probeTarge
 	if err != nil {
 		return probeTarget{}, false, err
 	}
-	if ns == nil || ns.GetLabels()[psbinding.ExcludeLabel] == "true" || ns.GetDeletionTimestamp() != nil {
-		return probeTarget{}, false, nil // gone, excluded or going: nothing is admitted there
+	if ns.GetLabels()[psbinding.ExcludeLabel] == "true" || ns.GetDeletionTimestamp() != nil {
+		return probeTarget{}, false, nil // excluded or going: nothing is admitted there
 	}
 	obj, err := probeObject(gvk, b.GetNamespace(), ref)
 	if err != nil {
@@ -203,6 +210,10 @@ func (p *prober) target(ctx context.Context, b psbinding.Bindable) (_ probeTarge
 	}
 	return probeTarget{gvr: mapping.Resource, obj: obj, by: duck.BoundBy{Resource: p.resource, Name: b.GetName(), UID: b.GetUID()}, generation: gen}, true, nil
 }
+
+// errNamespaceNotCached: the namespaces' cache has not seen a Binding's
+// namespace yet.
+var errNamespaceNotCached = errors.New("not in the namespaces' cache yet")
 
 // namespacesGVR is the resource of the namespaces the probe reads.
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
@@ -213,8 +224,8 @@ var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namesp
 // holding it.
 const namespaceSyncWait = 30 * time.Second
 
-// namespace returns the metadata of the namespace name from the cache,
-// nil when it does not exist.
+// namespace returns the metadata of the namespace name from the cache;
+// one the cache has not seen is errNamespaceNotCached.
 func (p *prober) namespace(ctx context.Context, name string) (metav1.Object, error) {
 	wait, cancel := context.WithTimeout(ctx, cmp.Or(p.namespaceWait, namespaceSyncWait))
 	defer cancel()
@@ -228,7 +239,9 @@ func (p *prober) namespace(ctx context.Context, name string) (metav1.Object, err
 	}
 	obj, err := lister.Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		// A Binding's namespace exists while the Binding does (deleting a
+		// namespace deletes its Bindings first): the cache lags.
+		return nil, fmt.Errorf("read namespace %s: %w", name, errNamespaceNotCached)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read namespace %s: %w", name, err)

@@ -1,6 +1,7 @@
 package wiring
 
 import (
+	stdcmp "cmp"
 	"context"
 	"errors"
 	"strings"
@@ -48,7 +49,8 @@ func refuse(f *injectiontest.Fakes, verb, resource string, err error) {
 // kube-apiserver refuses is a refusal whatever else was probed, which is
 // logged as an error, recorded as a Warning event on the Binding and
 // reported by Check until a round is not refused; a create refused in a
-// namespace being deleted, or a namespace excluded, is not.
+// namespace being deleted, or a namespace excluded, is not; a namespace
+// the cache has not seen yet holds the round, with an error.
 func TestProbeReadsNamespacesFromTheCacheAndReportsRefusals(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "",
 		errors.New(`User "bindkit" cannot create resource "deployments" in API group "apps"`))
@@ -58,6 +60,7 @@ func TestProbeReadsNamespacesFromTheCacheAndReportsRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		nsLabels  map[string]string
+		nsName    string // of the namespace in the cache; default the Binding's
 		fault     func(*injectiontest.Fakes)
 		probed    int
 		refusal   bool   // the round is a refusal
@@ -66,6 +69,7 @@ func TestProbeReadsNamespacesFromTheCacheAndReportsRefusals(t *testing.T) {
 	}{
 		{name: "probed, namespace from the cache", probed: 1},
 		{name: "namespace excluded", nsLabels: map[string]string{psbinding.ExcludeLabel: "true"}},
+		{name: "namespace not in the cache yet", nsName: "other", wantErr: "not in the namespaces' cache yet"},
 		{name: "dry run refused", fault: func(f *injectiontest.Fakes) { refuse(f, "create", "deployments", forbidden) },
 			refusal: true, wantErr: `cannot create resource "deployments"`, wantEvent: true},
 		{name: "namespace being deleted", fault: func(f *injectiontest.Fakes) { refuse(f, "create", "deployments", terminating) },
@@ -76,7 +80,7 @@ func TestProbeReadsNamespacesFromTheCacheAndReportsRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := publishedSink("app")
-			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: tc.nsLabels}}
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: stdcmp.Or(tc.nsName, "app"), Labels: tc.nsLabels}}
 			core, logs := observer.New(zap.InfoLevel)
 			ctx, fakes := injectiontest.NewContextWithOptions(t, injectiontest.Options{Logger: zap.New(core)}, ns)
 			fakes.Kube.PrependReactor("get", "namespaces", func(clienttesting.Action) (bool, runtime.Object, error) {
