@@ -45,7 +45,8 @@ const ReadyzCheckName = "bindkit"
 //     kube-apiserver serves it, and then needs no webhook route;
 //   - bindkit's metrics go to opts.MetricsRegistry (the Manager's by
 //     default), its logs to the Manager's logger, and a readiness check
-//     named ReadyzCheckName joins the Manager's.
+//     named ReadyzCheckName and a liveness check named HealthzCheckName
+//     join the Manager's.
 //
 // A panic in a Binding's Do or Undo, or anywhere in a reconcile or an
 // admission, is contained as bindkit contains it: the key is retried, the
