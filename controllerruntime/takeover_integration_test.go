@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/yaml"
 
 	bindkitcr "github.com/bindkit/bindkit/controllerruntime"
 	sinkv1alpha1 "github.com/bindkit/bindkit/examples/sinkbinding/pkg/apis/bindings/v1alpha1"
@@ -70,52 +73,74 @@ func as(env *testenv.Environment, user string) *rest.Config {
 	return cfg
 }
 
-// documentedRules are what the documentation grants a Manager that binds
-// kind, a declarative kind: the example's config/rbac/role.yaml (the
-// framework's config/201-clusterrole.yaml) for kind's resource, names
-// and webhook configuration, and what README adds for a declarative kind
-// (its MutatingAdmissionPolicy by name, their bindings, create on the
-// subjects' kinds for the probes' dry runs). Namespaces: list and watch,
-// no get. createSubjects false leaves that create out.
-func documentedRules(kind *wiring.Kind, createSubjects bool) []rbacv1.PolicyRule {
-	subjects := []string{"get", "list", "watch", "patch"}
-	if createSubjects {
-		subjects = append(subjects, "create")
-	}
-	group, resource := kind.GVR.Group, kind.GVR.Resource
-	guard := policy.NamespaceGuardName(kind.GVR.GroupResource())
-	mapName := policy.MutatingPolicyName(kind.GVR.GroupResource())
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{group}, Resources: []string{resource}, Verbs: []string{"get", "list", "watch", "patch"}},
-		{APIGroups: []string{group}, Resources: []string{resource + "/status"}, Verbs: []string{"update"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: subjects},
-		{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: subjects},
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
-			ResourceNames: []string{kind.WebhookConfigurationName}, Verbs: []string{"list", "watch", "update"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"},
-			ResourceNames: []string{guard}, Verbs: []string{"list", "watch", "update"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"},
-			Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		// A declarative kind's (README, "admission by MutatingAdmissionPolicy").
-		// A create names no object when it is authorized, so resourceNames
-		// cannot limit it: create is granted apart, as for the guard.
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingadmissionpolicies"},
-			ResourceNames: []string{mapName}, Verbs: []string{"get", "list", "watch", "update", "delete"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingadmissionpolicies"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingadmissionpolicybindings"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-	}
-}
+// exampleRBAC is the controller-runtime example's RBAC, the documented
+// grants of a Manager that binds a kind: its ClusterRole and the Roles
+// in the Manager's namespace.
+const exampleRBAC = "examples/githubbinding/config/rbac/"
 
-// systemRules are the documented grants in the Manager's namespace: its
-// certificate's Secret and bindkit's ConfigMaps (role.yaml's Role) and
-// leader election (leader_election_role.yaml).
-var systemRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+// exampleWebhookConfiguration is the example's webhook configuration
+// name, which its ClusterRole grants by name (config/default's namePrefix
+// applied).
+const exampleWebhookConfiguration = "githubbinding-mutating-webhook-configuration"
+
+// documentedRules are what the documentation grants a Manager that binds
+// kind, a declarative kind: the ClusterRole of the example's (a code
+// kind's) config/rbac/role.yaml, read from the file with the example's
+// resource and names made kind's, and what README adds for a declarative
+// kind: its MutatingAdmissionPolicy by name, their bindings, create on the
+// subjects' kinds for the probes' dry runs. Namespaces: list and watch,
+// no get. createSubjects false leaves that create out. inNamespace are
+// the rules of the example's Roles (role.yaml's and
+// leader_election_role.yaml's), for the Manager's namespace.
+func documentedRules(t *testing.T, kind *wiring.Kind, createSubjects bool) (cluster, inNamespace []rbacv1.PolicyRule) {
+	t.Helper()
+	subjectKinds := []string{"deployments", "cronjobs"}
+	for _, file := range []string{"role.yaml", "leader_election_role.yaml"} {
+		data, err := os.ReadFile(exampleRBAC + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for doc := range strings.SplitSeq(string(data), "\n---\n") {
+			var role struct {
+				Kind  string              `json:"kind"`
+				Rules []rbacv1.PolicyRule `json:"rules"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if role.Kind == "Role" {
+				inNamespace = append(inNamespace, role.Rules...)
+				continue
+			}
+			for _, rule := range role.Rules {
+				for i, r := range rule.Resources {
+					rule.Resources[i] = strings.ReplaceAll(r, "githubbindings", kind.GVR.Resource)
+				}
+				for i, n := range rule.ResourceNames {
+					n = strings.ReplaceAll(n, exampleWebhookConfiguration, kind.WebhookConfigurationName)
+					rule.ResourceNames[i] = strings.ReplaceAll(n, "githubbindings", kind.GVR.Resource)
+				}
+				if createSubjects && slices.ContainsFunc(rule.Resources, func(r string) bool { return slices.Contains(subjectKinds, r) }) {
+					rule.Verbs = append(rule.Verbs, "create")
+				}
+				cluster = append(cluster, rule)
+			}
+		}
+	}
+	if len(cluster) == 0 || len(inNamespace) == 0 {
+		t.Fatalf("no ClusterRole or no Role in %s", exampleRBAC)
+	}
+	// README, "admission by MutatingAdmissionPolicy". A create names no
+	// object when it is authorized, so resourceNames cannot limit it:
+	// create is granted apart, as for the namespace guard.
+	mapName := policy.MutatingPolicyName(kind.GVR.GroupResource())
+	return append(cluster,
+		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingadmissionpolicies"},
+			ResourceNames: []string{mapName}, Verbs: []string{"get", "list", "watch", "update", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingadmissionpolicies"}, Verbs: []string{"create"}},
+		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingadmissionpolicybindings"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+	), inNamespace
 }
 
 // forwarder listens on 127.0.0.1 and passes each connection to the first
@@ -245,8 +270,10 @@ func TestTakeoverUnderDocumentedRBACCompletesTheHandover(t *testing.T) {
 	r := newRig(t)
 	sys := r.system(t)
 	const user = "bindkit-documented"
-	replaceRules := grant(t, r.env, user, "", documentedRules(kind, true))
+	clusterRules, systemRules := documentedRules(t, kind, true)
+	replaceRules := grant(t, r.env, user, "", clusterRules)
 	grant(t, r.env, user, sys.namespace, systemRules)
+	withoutCreate, _ := documentedRules(t, kind, false)
 	cfg := as(r.env, user)
 
 	a := r.replica(t, "replica a", cfg, kind, sys)
@@ -300,7 +327,7 @@ func TestTakeoverUnderDocumentedRBACCompletesTheHandover(t *testing.T) {
 	r.boundAtAdmission(t, ns)
 
 	// A refusal on the probe's path.
-	replaceRules(documentedRules(kind, false))
+	replaceRules(withoutCreate)
 	r.deletePolicyBindings(t, kind)
 	poll(t, time.Minute, "replica b to report the refusal: its readiness failing", func() string {
 		code, body := check(b.probes, "readyz/"+bindkitcr.ReadyzCheckName)
@@ -331,7 +358,7 @@ func TestTakeoverUnderDocumentedRBACCompletesTheHandover(t *testing.T) {
 	})
 	step("event recorded")
 
-	replaceRules(documentedRules(kind, true))
+	replaceRules(clusterRules)
 	poll(t, time.Minute, "replica b ready again, the webhook out of the path", func() string {
 		if code, body := check(b.probes, "readyz/"+bindkitcr.ReadyzCheckName); code != 200 {
 			return body
