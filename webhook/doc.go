@@ -60,8 +60,9 @@
 // unless enabled.
 //
 // /healthz answers 200 while the process serves. /readyz answers 200 only
-// when every controller that implements Syncer has synced, a valid
-// certificate is available, and the server is not shutting down. An
+// when every controller that implements Syncer has synced, none that
+// implements Checker reports a fault, a valid certificate is available,
+// and the server is not shutting down. An
 // admission that arrives before its controller has synced waits for it, up
 // to Options.ReadinessTimeout, then fails with 503 so the kube-apiserver
 // applies the webhook's failurePolicy.

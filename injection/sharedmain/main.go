@@ -178,10 +178,11 @@ func (p *process) campaign(ctx, ictx context.Context, namespace string, kube kub
 // waitForCaches starts the ConfigMap watcher and the informers on base and
 // waits for them at most CacheSyncTimeout, and no longer than ctx.
 func (p *process) waitForCaches(ctx, base context.Context, cmw *configmap.InformedWatcher, informers *injection.InformerSet) error {
-	syncCtx, cancel := context.WithTimeout(ctx, CacheSyncTimeout)
+	syncCtx, cancel := context.WithTimeoutCause(ctx, CacheSyncTimeout, fmt.Errorf("caches not synced within %s (CacheSyncTimeout)", CacheSyncTimeout))
 	defer cancel()
 	// The watcher runs on base but its start-up is bounded by syncCtx:
-	// Shutdown makes a pending Start return.
+	// Shutdown makes a pending Start return (configmap's test
+	// TestInformedWatcherStartReturnsWhenItsCacheCannotSync).
 	started := make(chan error, 1)
 	go func() { started <- cmw.Start(base) }()
 	select {
