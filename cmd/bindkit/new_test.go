@@ -233,3 +233,23 @@ func decodeYAML(t *testing.T, path string, into any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// TestReplacePathIsRelativeToTheModule: -replace writes a path relative to
+// the new module, so the two move together.
+func TestReplacePathIsRelativeToTheModule(t *testing.T) {
+	tests := []struct{ dir, replace, want string }{
+		{"../envbinding", ".", "../bindkit"}, // the working directory is cmd/bindkit
+		{"envbinding", ".", ".."},
+		{"a/b/envbinding", "..", "../../../.."},
+		{"envbinding", "envbinding/vendor/bindkit", "./vendor/bindkit"},
+	}
+	for _, tc := range tests {
+		got, err := replacePath(tc.dir, tc.replace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("replacePath(%q, %q) = %q, want %q", tc.dir, tc.replace, got, tc.want)
+		}
+	}
+}
