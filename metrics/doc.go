@@ -1,5 +1,5 @@
 // Package metrics is bindkit's Prometheus instrumentation: the metric
-// families an operator sees (Families, and the README's table built from
+// families an operator sees (Families, and docs/operators-guide.md's table built from
 // it), and the observers the framework's parts report to.
 //
 // Nothing is registered globally. New registers every family in the

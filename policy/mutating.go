@@ -175,7 +175,7 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 // subject makes the policy fail: with failurePolicy Fail, only a failure
 // of the kube-apiserver itself refuses a create.
 //
-// Not expressed, left to the reconciler (documented in README): selectors
+// Not expressed, left to the reconciler (documented in docs/authors-guide.md): selectors
 // with matchExpressions, envFrom (an atomic list the kube-apiserver cannot
 // merge), a Binding being deleted (the webhook undoes it on a subject's
 // update; here its finalizer's reconcile does), and undoing a Binding the

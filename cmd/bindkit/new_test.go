@@ -98,7 +98,7 @@ func TestNewScaffoldsAPassingModule(t *testing.T) {
 
 	// The README's tutorial, applied to the module as it tells: each Go
 	// snippet of "Writing a Binding" is a file, named on its first line.
-	snippets := readmeSnippets(t, "../../README.md", "## Writing a Binding")
+	snippets := readmeSnippets(t, "../../docs/getting-started.md", "## Writing a Binding")
 	for path, content := range snippets {
 		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(path)), []byte(content), 0o644); err != nil {
 			t.Fatalf("README snippet %s: %v", path, err)

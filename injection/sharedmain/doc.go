@@ -117,8 +117,9 @@
 // Binding resource; the certificates' expiry and rotations; leadership per
 // controller; Bindings in each admission index; and the Go runtime's and
 // the process's. Package metrics defines them (metrics.Families) and the
-// README lists them. The registry is the process's own, never the global
-// one; WithMetricsRegistry hands Run one to use instead.
+// operator's guide (docs/operators-guide.md) lists them. The registry is
+// the process's own, never the global one; WithMetricsRegistry hands Run
+// one to use instead.
 //
 // They are served over HTTPS, and only to a caller whose bearer token the
 // kube-apiserver authenticates (a TokenReview) as a user it authorizes to

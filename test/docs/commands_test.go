@@ -19,9 +19,24 @@ type block struct {
 	lines  []string
 }
 
-// documents are the repository's documents whose ```sh blocks are checked;
-// every doc.go's indented command lines are too.
-var documents = []string{"README.md", "CONTRIBUTING.md", "MIGRATING.md", "ARCHITECTURE.md"}
+// documents are the repository's documents whose ```sh blocks are checked,
+// the pages of docs/ among them; every doc.go's indented command lines are
+// too.
+func documents(t testing.TB) []string {
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{"README.md", "CONTRIBUTING.md", "MIGRATING.md", "ARCHITECTURE.md"}
+	for _, p := range pages {
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, filepath.ToSlash(rel))
+	}
+	return out
+}
 
 // TestCommandBlocks runs, as written, every command block of the
 // documents and of the package docs that can run here, each block in a
@@ -58,7 +73,7 @@ func commandBlocks(t *testing.T) []block {
 	t.Helper()
 	var out []block
 	fence := regexp.MustCompile("(?s)```(?:sh|bash|shell)\n(.*?)```")
-	for _, doc := range documents {
+	for _, doc := range documents(t) {
 		data, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
