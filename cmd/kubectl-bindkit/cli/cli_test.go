@@ -3,7 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"flag"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,10 +31,11 @@ func TestExitStatusesOfTheCommandLine(t *testing.T) {
 		{"no command", nil, ExitUsage, "", "Commands:"},
 		{"help", []string{"--help"}, ExitOK, "", "Exit status:"},
 		{"help of a command", []string{"help", "plan"}, ExitOK, "", "kubectl bindkit plan TYPE/NAME"},
-		{"a command's --help", []string{"rollout", "--help"}, ExitOK, "", "-n, --namespace namespace"},
+		{"a command's --help", []string{"rollout", "--help"}, ExitOK, "", "-n, --namespace string"},
+		{"kubectl's connection flags in a command's --help", []string{"why", "-h"}, ExitOK, "", "--request-timeout string"},
 		{"unknown command", []string{"diff"}, ExitUsage, `unknown command "diff"`, ""},
 		{"kubectl's flags before the command", []string{"--kubeconfig", "/nonexistent", "-n", "x", "diff"}, ExitUsage, `unknown command "diff"`, ""},
-		{"unknown flag", []string{"plan", "--bogus"}, ExitUsage, "flag provided but not defined: -bogus", ""},
+		{"unknown flag", []string{"plan", "--bogus"}, ExitUsage, "unknown flag: --bogus", ""},
 		{"bad output", []string{"why", "deployment/web", "-o", "wide"}, ExitUsage, `--output "wide": want table, json or yaml`, ""},
 		{"no such kubeconfig", []string{"plan", "sinkbinding/sink", "--kubeconfig", missing}, ExitError, "kubeconfig", ""},
 		{"rollout without a verb", []string{"rollout", "--kubeconfig", missing}, ExitUsage, "rollout: want status, pause, resume or undo", ""},
@@ -55,7 +56,8 @@ func TestExitStatusesOfTheCommandLine(t *testing.T) {
 }
 
 // TestFlagsGoAnywhereOnTheLine: kubectl's way, "rollout pause sink -n ns"
-// as well as "-n ns rollout pause sink", "--" ending the flags.
+// as well as "-n ns rollout pause sink", "--" ending the flags, and
+// kubectl's connection flags read into the ConfigFlags.
 func TestFlagsGoAnywhereOnTheLine(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -66,18 +68,27 @@ func TestFlagsGoAnywhereOnTheLine(t *testing.T) {
 		{[]string{"-n=shop", "pause", "sinkbinding", "sink"}, "shop", []string{"pause", "sinkbinding", "sink"}},
 		{[]string{"pause", "--namespace", "shop", "x/y"}, "shop", []string{"pause", "x/y"}},
 		{[]string{"pause", "--", "-n", "x"}, "", []string{"pause", "-n", "x"}},
+		{[]string{"--as", "bob", "--request-timeout=1s", "status", "x/y", "-w=false"}, "", []string{"status", "x/y"}},
 	} {
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		var ns string
-		fs.StringVar(&ns, "namespace", "", "")
-		fs.StringVar(&ns, "n", "", "")
-		got, err := parseInterspersed(fs, tc.args)
-		if err != nil {
+		o := &options{}
+		fs, _, _ := rolloutCommand().flagSets(o)
+		if err := fs.Parse(tc.args); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		if diff := cmp.Diff(tc.want, got); diff != "" || ns != tc.ns {
-			t.Errorf("%q: namespace %q, want %q; arguments (-want +got):\n%s", tc.args, ns, tc.ns, diff)
+		if diff := cmp.Diff(tc.want, fs.Args()); diff != "" || *o.config.Namespace != tc.ns {
+			t.Errorf("%q: namespace %q, want %q; arguments (-want +got):\n%s", tc.args, *o.config.Namespace, tc.ns, diff)
 		}
+	}
+	o := &options{}
+	fs, _, _ := whyCommand().flagSets(o)
+	args := []string{"deployment/web", "--as=bob", "--as-group", "devs", "--request-timeout", "1s", "-s", "https://127.0.0.1:1", "--token", "t", "--insecure-skip-tls-verify", "--context", "c", "--kubeconfig", "k"}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	c := o.config
+	got := []string{*c.Impersonate, strings.Join(*c.ImpersonateGroup, ","), *c.Timeout, *c.APIServer, *c.BearerToken, fmt.Sprint(*c.Insecure), *c.Context, *c.KubeConfig}
+	if diff := cmp.Diff([]string{"bob", "devs", "1s", "https://127.0.0.1:1", "t", "true", "c", "k"}, got); diff != "" {
+		t.Errorf("connection flags (-want +got):\n%s", diff)
 	}
 }
 
@@ -223,6 +234,8 @@ func TestCommandFirst(t *testing.T) {
 		{[]string{"plan", "sinkbinding/s"}, []string{"plan", "sinkbinding/s"}},
 		{[]string{"--kubeconfig", "k", "-n", "ns", "plan", "sinkbinding/s"}, []string{"plan", "--kubeconfig", "k", "-n", "ns", "sinkbinding/s"}},
 		{[]string{"--kubeconfig=k", "-A", "audit"}, []string{"audit", "--kubeconfig=k", "-A"}},
+		{[]string{"--as", "bob", "--request-timeout", "1s", "-s", "https://x", "why", "d/w"}, []string{"why", "--as", "bob", "--request-timeout", "1s", "-s", "https://x", "d/w"}},
+		{[]string{"--insecure-skip-tls-verify", "why", "d/w"}, []string{"why", "--insecure-skip-tls-verify", "d/w"}},
 		{[]string{"--help"}, []string{"--help"}},
 	} {
 		if diff := cmp.Diff(tc.want, commandFirst(tc.args)); diff != "" {

@@ -3,13 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bindkit/bindkit/duck"
@@ -34,7 +34,7 @@ Examples:
   kubectl -n shop apply -f sink.yaml
   kubectl bindkit plan sinkbinding/sink -n shop
   kubectl bindkit plan sinkbinding/sink -n shop -o json | jq '.plan.changes[0].patch | fromjson'`,
-		flags: func(fs *flag.FlagSet, o *options) {
+		flags: func(fs *pflag.FlagSet, o *options) {
 			fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the controller to publish the plan of the current generation")
 		},
 		run: runPlan,
