@@ -202,7 +202,9 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 		"sinkbinding.bindings.bindkit.dev/b-certs:",
 		"adds: env K_SINK="+sink+"; env K_CA_CERTS=/var/run/sinkbinding/ca-certs; mount sinkbinding-ca-certs at /var/run/sinkbinding/ca-certs; volume sinkbinding-ca-certs",
 		"sinkbinding.bindings.bindkit.dev/c-cache:",
-		"adds (as of generation 2): env K_SINK=https://sink.example.com/cache",
+		"carries generation 1, whose spec is not recorded",
+		"carries in its pod template: env K_SINK="+sink,
+		"generation 2 adds: env K_SINK=https://sink.example.com/cache",
 		"rollout of generation 2 paused before its first wave: 1 of 1 subjects to change")
 	if strings.Contains(out, "d-back") {
 		t.Errorf("why deployment/web names d-back, which selects db only:\n%s", out)

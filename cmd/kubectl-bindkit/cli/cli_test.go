@@ -130,6 +130,7 @@ func TestPrintPlan(t *testing.T) {
 	}
 	want := `sinkbinding.bindings.bindkit.dev/sink (namespace shop) is paused. Resuming it rolls out generation 2:
   5 subjects selected: 3 to bind, 1 to unbind, 1 unchanged
+  4 template changes, 0 records only
 
 WAVE  SUBJECTS  NAMES
 3     2         a, b
@@ -149,6 +150,47 @@ kubectl bindkit rollout resume sinkbinding.bindings.bindkit.dev/sink -n shop app
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanCountsTemplateChangesApartFromRecords: a change whose patch is
+// "[]" changes records only; plan says so and exits 0 when no template
+// changes, 3 when one does or the plan does not show every change.
+func TestPlanCountsTemplateChangesApartFromRecords(t *testing.T) {
+	template := `[{"op":"add","path":"/spec/template/spec/containers/0/env","value":[]}]`
+	for _, tc := range []struct {
+		name string
+		plan duck.PlanStatus
+		want planCounts
+		line string
+		code int
+	}{
+		{"records only", duck.PlanStatus{Total: 40, Bind: 40, Changes: []duck.PlanChange{{Action: "bind", Count: 40, Patch: "[]"}}},
+			planCounts{RecordsOnly: 40}, "0 template changes, 40 records only", ExitOK},
+		{"both", duck.PlanStatus{Total: 41, Bind: 41, Changes: []duck.PlanChange{{Action: "bind", Count: 40, Patch: "[]"}, {Action: "bind", Count: 1, Patch: template}}},
+			planCounts{Template: 1, RecordsOnly: 40}, "1 template change, 40 records only", ExitChanges},
+		{"not all read", duck.PlanStatus{Total: 140, Bind: 140, NotRead: 40, Changes: []duck.PlanChange{{Action: "bind", Count: 100, Patch: "[]"}}},
+			planCounts{RecordsOnly: 100, Unknown: 40}, "0 template changes, 100 records only, 40 not shown", ExitChanges},
+		{"a truncated patch counts as a template change", duck.PlanStatus{Total: 1, Bind: 1, Changes: []duck.PlanChange{{Action: "bind", Count: 1, Patch: "[", Truncated: true}}},
+			planCounts{Template: 1}, "1 template change, 0 records only", ExitChanges},
+		{"nothing", duck.PlanStatus{Total: 3, Unchanged: 3}, planCounts{}, "0 template changes, 0 records only", ExitOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := countPlan(&tc.plan)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("countPlan (-want +got):\n%s", diff)
+			}
+			var out bytes.Buffer
+			if err := printPlan(&out, planView{Binding: "b", Namespace: "ns", Plan: &tc.plan}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "\n  "+tc.line+"\n") {
+				t.Errorf("plan printed no line %q:\n%s", tc.line, out.String())
+			}
+			if code := planExit(&tc.plan); code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+		})
 	}
 }
 
