@@ -119,7 +119,21 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	wantMetric(t, ctrl, "bindkit_rollouts", map[string]string{"resource": "sinkbindings.bindings.bindkit.dev", "state": "undone"}, 1)
 	out, code = kubectl(t, env, "why", "deployment/app-000", "-n", ns)
 	wantCode(t, "why", code, exitOK)
-	wantLines(t, "why", out, "BINDING", "sinkbinding.bindings.bindkit.dev/sink  1        2        undone  RolloutUndone")
+	wantLines(t, "why", out, "BINDING", "sinkbinding.bindings.bindkit.dev/sink  1        2        undone  RolloutUndone",
+		// What it carries: generation 1's values, not generation 2's.
+		"carries generation 1; its spec (from the rollout history) and generation 2's differ in: sink: https://sink.example.com/v1 -> https://sink.example.com/v2",
+		"carries in its pod template: env K_SINK=https://sink.example.com/v1",
+		"generation 2 adds: env K_SINK=https://sink.example.com/v2")
+	var why struct {
+		Bindings []struct {
+			CarriedFrom string
+			CarriedSpec struct{ Sink string }
+		}
+	}
+	wantCode(t, "why -o json", kubectlJSON(t, env, &why, "why", "deployment/app-000", "-n", ns), exitOK)
+	if len(why.Bindings) != 1 || why.Bindings[0].CarriedFrom != "rollout-history" || why.Bindings[0].CarriedSpec.Sink != "https://sink.example.com/v1" {
+		t.Errorf("why deployment/app-000 -o json: %+v, want generation 1's spec (sink v1) from the rollout history", why.Bindings)
+	}
 	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
 
