@@ -53,6 +53,8 @@ func TestWhyNotSaysWhyABindingDoesNotApply(t *testing.T) {
 	}{
 		{"a selector that does not match", inForce(candidate{Subject: deployments(map[string]string{"app": "api"}, "")}), workload, false,
 			[]string{"selector: app=api does not match the workload's labels (app=web,tier=front)"}},
+		{"a selector that does not match, on a workload labelled out", inForce(candidate{Subject: deployments(map[string]string{"app": "api"}, "")}), excluded, false,
+			[]string{"selector: app=api does not match the workload's labels (app=web,bindings.bindkit.dev/exclude=true)"}},
 		{"another name", inForce(candidate{Subject: deployments(nil, "db")}), workload, false, []string{`name: it names "db", not "web"`}},
 		{"another kind", inForce(candidate{Subject: &tracker.Reference{APIVersion: "apps/v1", Kind: "StatefulSet", Selector: &metav1.LabelSelector{MatchLabels: web}}}), workload, false,
 			[]string{"kind not bound: it binds statefulset.apps, not deployment.apps"}},

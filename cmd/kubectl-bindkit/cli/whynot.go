@@ -42,21 +42,22 @@ type workloadFacts struct {
 }
 
 // whyNot decides, from what was read, whether the Binding b selects or
-// names workload w, and why it does not apply to it, in the order a
-// reader acts on them: what its subject reference reaches (the kind, the
-// name or selector, parsed by tracker.Reference as the framework parses
-// it, its namespace as psbinding.NamespaceError says), what keeps the
-// workload out (psbinding.ExcludeLabel on the workload or its namespace,
-// a namespace of the cluster's own, the inclusion mode), then, for a
-// Binding that selects it, where the Binding stands (deleted, not yet
-// reconciled, paused, undone, refused, halted, rolling out). A Binding
-// that selects the workload and is kept from it by nothing says so.
+// names workload w, and why it does not apply to it: for one that does
+// not, what its subject reference reaches instead (the kind, the name or
+// selector, parsed by tracker.Reference as the framework parses it, its
+// namespace as psbinding.NamespaceError says); for one that does, what
+// keeps the workload out (psbinding.ExcludeLabel on the workload or its
+// namespace, a namespace of the cluster's own, the inclusion mode), else
+// where the Binding stands (deleted, not yet reconciled, paused, undone,
+// refused, halted, rolling out). A Binding that selects the workload and
+// is kept from it by nothing says so.
 func whyNot(b candidate, w workloadFacts) (selects bool, reasons []string) {
 	selects, reasons = reaches(b, w)
-	kept := keptOut(b, w)
-	reasons = append(reasons, kept...)
-	if !selects || len(kept) > 0 {
-		return selects, reasons
+	if !selects {
+		return false, reasons
+	}
+	if kept := keptOut(b, w); len(kept) > 0 {
+		return true, kept
 	}
 	if r := standing(b); r != "" {
 		return true, append(reasons, r)
