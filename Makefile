@@ -89,6 +89,14 @@ OLDER_DIRS = $(shell $(GO) list -f '{{.Dir}}' $(CONTROL_PLANE_PKGS)) \
 # (one per package) and run against both minors.
 CR_MODULE := controllerruntime
 
+# The operator's kubectl plugin (cmd/kubectl-bindkit) has a go.mod of its
+# own too, so k8s.io/cli-runtime (kubectl's flags, with the kustomize and
+# cobra it brings) never becomes a dependency of the framework; `go test
+# ./...` here does not reach it. Its tests need no control plane: the
+# plugin's control-plane tests (test/operator) build its binary and run
+# it as operators do.
+PLUGIN_MODULE := cmd/kubectl-bindkit
+
 # A test binary's time limit. go test's default, 10 minutes, is less than
 # the slowest control-plane package takes on 2 busy cores with -race; a
 # hung test still ends the run well within CI's 90 minutes.
@@ -114,7 +122,7 @@ TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w -vet=off
 # Building the two minors side by side took as long as one after the
 # other: both builds keep the two cores busy.
 test: tools vet
-	@GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' OLDER_MINOR='$(OLDER_MINOR)' CR_MODULE='$(CR_MODULE)' \
+	@GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' OLDER_MINOR='$(OLDER_MINOR)' CR_MODULE='$(CR_MODULE)' PLUGIN_MODULE='$(PLUGIN_MODULE)' \
 	MAIN_PKGS='$(MAIN_PKGS)' WAITING_PKGS='$(WAITING_PKGS)' \
 	OLDER_DIRS='$(OLDER_DIRS)' \
 	hack/test-lanes.sh
@@ -137,16 +145,18 @@ $(OLDER_BIN)/kube-apiserver: $(OLDER_INPUTS)
 $(OLDER_BIN)/kube-controller-manager $(OLDER_BIN)/kube-scheduler $(OLDER_BIN)/etcd: $(OLDER_BIN)/kube-apiserver
 	$(BUILD_CONTROL_PLANE) $(OLDER_TOOLS) $(OLDER_BIN)
 
-## vet: go vet every package, the controller-runtime module's too.
+## vet: go vet every package, the controller-runtime and plugin modules' too.
 vet:
 	$(GO) vet ./...
 	cd $(CR_MODULE) && $(GO) vet ./...
+	cd $(PLUGIN_MODULE) && $(GO) vet ./...
 
 ## unit: the tests that need no control plane (integration tests skip, loudly),
 ## -short: the few that scaffold and build modules for minutes skip too.
 unit:
 	BINDKIT_BIN_DIR=/nonexistent $(GO) test -short -count=1 -ldflags=-w ./...
 	cd $(CR_MODULE) && BINDKIT_BIN_DIR=/nonexistent $(GO) test -short -count=1 -ldflags=-w ./...
+	cd $(PLUGIN_MODULE) && BINDKIT_BIN_DIR=/nonexistent $(GO) test -short -count=1 -ldflags=-w ./...
 
 ## controlplane: run a control plane until Ctrl-C and print how to point a
 ## package's integration tests at it (CONTROLPLANE_FLAGS=-workloads for the

@@ -48,14 +48,27 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	case err != nil:
+	code := exitStatus(err)
+	if code != 0 && code != 2 {
 		fmt.Fprintln(os.Stderr, "bindkit:", err)
-		os.Exit(1)
 	}
+	os.Exit(code)
+}
+
+// exitStatus is the process's exit status after err: 0 for none (or
+// help), 2 for bad usage (said already), 3 when audit found records that
+// are not the truth (as kubectl bindkit audit exits), 1 for any other
+// error.
+func exitStatus(err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.Is(err, errFindings):
+		return 3
+	}
+	return 1
 }
 
 // errUsage is returned after a usage message has been printed.

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -43,9 +43,8 @@ Examples:
 
   # Take a change back
   kubectl bindkit rollout undo sinkbinding/sink -n shop`,
-		flags: func(fs *flag.FlagSet, o *options) {
-			fs.BoolVar(&o.watch, "watch", true, "status: wait for the rollout to end (false: say where it stands now)")
-			fs.BoolVar(&o.watch, "w", true, "short for --watch")
+		flags: func(fs *pflag.FlagSet, o *options) {
+			fs.BoolVarP(&o.watch, "watch", "w", true, "status: wait for the rollout to end (false: say where it stands now)")
 			fs.DurationVar(&o.timeout, "timeout", 0, "status: how long to wait, 0 for ever")
 		},
 		run: runRollout,
