@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -256,7 +257,8 @@ func (s *session) environment() []string {
 		}
 		s.env = append(s.env, v+"="+strings.TrimSpace(string(out)))
 	}
-	s.env = append(s.env, "XDG_CACHE_HOME="+s.t.TempDir(), "XDG_DATA_HOME="+s.t.TempDir(),
+	// GOBIN: a page's go install lands in the session's own directory.
+	s.env = append(s.env, "XDG_CACHE_HOME="+s.t.TempDir(), "XDG_DATA_HOME="+s.t.TempDir(), "GOBIN="+s.t.TempDir(),
 		"KUBEBUILDER_ASSETS=", "BINDKIT_BIN_DIR=", "CI=", "GOWORK=off", "GOFLAGS=-mod=readonly")
 	return s.env
 }
@@ -281,6 +283,10 @@ func (s *session) controlPlane(args []string) {
 		return
 	}
 	env := append(s.environment(), "KUBEBUILDER_ASSETS="+bins)
+	if slices.Contains(args, "-run") {
+		s.runUntilReady(env, append(command, args...))
+		return
+	}
 	out := s.exec(s.cwd, env, append(command, args...)...)
 	if !strings.Contains(out, "nothing to build") {
 		s.t.Errorf("go tool bindkit controlplane with KUBEBUILDER_ASSETS=%s builds:\n%s", bins, out)
