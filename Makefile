@@ -163,6 +163,13 @@ controlplane: $(NEWEST_BINS) $(KWOK)
 generate:
 	$(GO) test -count=1 -run '^(TestRepositoryGeneratedFilesAreCurrent|TestBuildModulesAreTheToolsModules)$$' ./cmd/bindkit -args -update
 
+.PHONY: api
+## api: regenerate the exported API files of api/ after a deliberate change
+## to the API (test/api: TestAPI, part of `make test`, fails until they
+## match); review their diff with the change.
+api:
+	$(GO) test -count=1 -run '^TestAPI$$' ./test/api -args -update
+
 .PHONY: bench
 BENCH_COUNT ?= 6
 
