@@ -26,12 +26,23 @@ type Package struct {
 // runs `go list -export` there, which compiles what the build cache does
 // not hold, and reads each package's export data with go/types.
 func Load(dir string, keep func(importPath string) bool, patterns ...string) ([]Package, error) {
-	targets, err := goList(dir, append([]string{"-f", "{{if ne .Name \"main\"}}{{.ImportPath}}{{end}}"}, patterns...)...)
+	listed, err := goList(dir, append([]string{"-f", "{{if ne .Name \"main\"}}{{.ImportPath}}{{end}}"}, patterns...)...)
 	if err != nil {
 		return nil, err
 	}
+	var targets []string
+	for _, path := range listed {
+		if path != "" && keep(path) {
+			targets = append(targets, path)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	// Only what the API packages need is compiled: not the commands,
+	// examples and rigs.
 	exports := map[string]string{}
-	lines, err := goList(dir, append([]string{"-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, patterns...)...)
+	lines, err := goList(dir, append([]string{"-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, targets...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -50,9 +61,6 @@ func Load(dir string, keep func(importPath string) bool, patterns ...string) ([]
 	})
 	var out []Package
 	for _, path := range targets {
-		if path == "" || !keep(path) {
-			continue
-		}
 		pkg, err := imp.Import(path)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
