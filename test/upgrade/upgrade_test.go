@@ -226,7 +226,7 @@ func (r *rig) phase(p phase) {
 			still = append(still, w.App)
 		}
 	}
-	untouched := r.checkUntouched(p, before, after, still...)
+	moved := r.checkUntouched(p, before, after, still...)
 	r.checkMovedOnce(p, before, after, "edit")
 	admitted := r.checkCreates(p, after, created, failed)
 
@@ -242,11 +242,11 @@ func (r *rig) phase(p phase) {
 	r.audit()
 	// Nothing moved the steady workloads since, either.
 	r.checkUntouched(p, before, r.snap(), "steady")
-	t.Logf("%s (%s to %s): swap %v, the new leader %v after the old one's SIGTERM; untouched workloads: %d, 0 generations moved, 0 pods restarted, 0 records rewritten; "+
-		"%d created during the swap, %d bound at admission, %d by the reconciler, %d creates failed; %d edited subjects moved once; "+
-		"paced: %d of %d changed before the swap, the rest after, each once; %s deleted under %s: %d subjects unbound, no record left",
-		p.name, p.from, p.to, swapTook.Round(time.Millisecond), leaderAfter.Round(time.Millisecond), untouched,
-		len(created), admitted, len(created)-admitted, failed, editN, changedBefore, pacedN, p.gone, p.to, unbound)
+	t.Logf("%s (%s to %s): swap %v, the new leader %v after the old one's SIGTERM; %d workloads nothing else changed: %d generations moved, %d pods restarted, %d records rewritten; "+
+		"%d created during the swap, %d bound at admission and not written again, %d creates failed; %d edited subjects checked to move once; "+
+		"paced: %d of %d changed before the swap, the rest after, each checked to move once; %s deleted under %s: %d subjects checked unbound, records checked gone",
+		p.name, p.from, p.to, swapTook.Round(time.Millisecond), leaderAfter.Round(time.Millisecond), moved.workloads, moved.generations, moved.pods, moved.records,
+		len(created), admitted, failed, editN, changedBefore, pacedN, p.gone, p.to, unbound)
 }
 
 // pausePacedMidway edits the paced Binding (to p.secret) and pauses its
@@ -335,23 +335,37 @@ func (r *rig) canary(p phase) {
 	r.waitReady(name)
 }
 
+// untouched is what a swap did to the workloads nothing else changed.
+type untouched struct {
+	workloads, generations, pods, records int
+}
+
 // checkUntouched checks the workloads of apps, which nothing but the swap
 // could have changed between before and after: the same generation,
-// records, pods and ReplicaSets. It returns how many it checked.
-func (r *rig) checkUntouched(p phase, before, after map[string]workload, apps ...string) int {
+// records, pods and ReplicaSets. It counts what moved.
+func (r *rig) checkUntouched(p phase, before, after map[string]workload, apps ...string) untouched {
 	r.t.Helper()
-	n := 0
+	var u untouched
 	for _, app := range apps {
 		for _, name := range ofApp(before, app) {
-			n++
+			u.workloads++
 			b, a := before[name], after[name]
+			u.generations += int(a.Generation - b.Generation)
+			for _, pod := range b.Pods {
+				if !slices.Contains(a.Pods, pod) {
+					u.pods++
+				}
+			}
+			if !maps.Equal(a.Records, b.Records) {
+				u.records++
+			}
 			if a.Generation != b.Generation || !maps.Equal(a.Records, b.Records) || !slices.Equal(a.Pods, b.Pods) || !slices.Equal(a.ReplicaSet, b.ReplicaSet) {
 				r.t.Errorf("%s: %s changed: generation %d -> %d, records %v -> %v, pods %v -> %v, ReplicaSets %v -> %v",
 					p.name, name, b.Generation, a.Generation, b.Records, a.Records, b.Pods, a.Pods, b.ReplicaSet, a.ReplicaSet)
 			}
 		}
 	}
-	return n
+	return u
 }
 
 // checkMovedOnce checks that each workload of app moved exactly once

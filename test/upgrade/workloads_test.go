@@ -48,9 +48,9 @@ type workload struct {
 	App        string
 	Generation int64
 	Records    map[string]string
-	Secret     string // the Binding's volume's secret, "" when unbound
-	Done       bool   // status: the template rolled out, one pod, Ready
-	Pods       []types.UID
+	Secret     string      // the Binding's volume's secret, "" when unbound
+	Done       bool        // status: the template rolled out, one pod, Ready
+	Pods       []types.UID // the pods running, not those going
 	ReplicaSet []string
 }
 
@@ -78,13 +78,17 @@ func snapshot(ctx context.Context, kube kubernetes.Interface, ns string) (map[st
 		}
 	}
 	for _, p := range pods.Items {
-		if w, ok := out[p.Labels["name"]]; ok {
-			w.Pods = append(w.Pods, p.UID)
-			if p.DeletionTimestamp != nil || !podReady(&p) {
-				w.Done = false
-			}
-			out[p.Labels["name"]] = w
+		w, ok := out[p.Labels["name"]]
+		if !ok {
+			continue
 		}
+		if p.DeletionTimestamp != nil || !podReady(&p) {
+			w.Done = false // a rollout's last pod still going, or a new one not Ready
+		}
+		if p.DeletionTimestamp == nil {
+			w.Pods = append(w.Pods, p.UID)
+		}
+		out[p.Labels["name"]] = w
 	}
 	for _, rs := range rss.Items {
 		if owner := metav1.GetControllerOf(&rs); owner != nil {
