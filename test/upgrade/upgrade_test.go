@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,13 @@ func TestSwapBothWays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The binary users run says what it was built from (v0.5.0's has no
+	// --version: it came with this release).
+	out, err := exec.Command(current, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "module: github.com/bindkit/bindkit ") || !strings.Contains(string(out), "\ngo: go1.") {
+		t.Errorf("githubbinding-controller --version: %v\n%s", err, out)
+	}
+	t.Logf("this tree's controller --version:\n%s", out)
 	r := newRig(t, env)
 	r.proc = r.start(previous)
 	r.installWebhook()
