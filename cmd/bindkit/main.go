@@ -6,6 +6,7 @@
 //	bindkit generate [-crd-dir config] [-header FILE] [-check] [PACKAGE...]
 //	bindkit controlplane [-minor 1.37]
 //	bindkit audit [-n NAMESPACE] [-o table|json|yaml] [-fix]
+//	bindkit version
 //
 // Run it from the Go module proxy to create a module:
 //
@@ -41,6 +42,7 @@ func commands() []command {
 		{"generate", "generate deep copies and CRDs with controller-gen " + ControllerToolsVersion, runGenerate},
 		{"audit", "report records bindkit keeps on workloads that are not the truth, with their fixes", runAudit},
 		{"controlplane", "put the newest minor's control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) into the user cache, using binaries already on the machine", runControlPlane},
+		{"version", "print the module version and VCS revision bindkit was built from", runVersion},
 	}
 }
 
@@ -84,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errUsage
 		}
 		return flag.ErrHelp
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args[0] = "version" // as the controllers' flag
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {

@@ -27,7 +27,8 @@
 // MutatingAdmissionPolicy, "policy", the default, or by the webhook),
 // --metrics-address, --metrics-secure, --metrics-cert-dir and
 // --listen-addresses-file;
-// each is a field of Flags), stops
+// each is a field of Flags; --version prints the module version and VCS
+// revision the binary was built from, ReadBuildInfo, and exits 0), stops
 // on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped
 // like knative's, takes its settings from the context (WithFlags,
