@@ -94,7 +94,7 @@ type command struct {
 }
 
 func commands() []command {
-	return []command{planCommand(), rolloutCommand(), whyCommand(), auditCommand()}
+	return []command{planCommand(), rolloutCommand(), whyCommand(), auditCommand(), versionCommand()}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
