@@ -29,9 +29,11 @@ func rolloutCommand() command {
           (kubectl bindkit plan)
   resume  let a paused rollout go on (an undo in force is taken back too:
           the Binding's generation rolls out again)
-  undo    bring every subject back, wave by wave, to the newest generation
-          whose rollout completed: the undone generation's Undo, then the
-          restored one's Do; it holds until the Binding is edited or resumed
+  undo    undo the Binding's current generation: every subject goes back,
+          wave by wave, to the generation before it that last rolled out
+          to every subject (from the Binding's rollout history): the
+          current generation's Undo, then that earlier one's Do; it holds
+          until the Binding is edited or resumed
 
 Examples:
   # Hold a Binding, edit it, look at the plan, then let it roll out
