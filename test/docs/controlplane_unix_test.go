@@ -57,7 +57,7 @@ func (s *session) runUntilReady(env []string, command []string) {
 				t.Fatalf("%s ended before it was ready:\n%s", strings.Join(command, " "), strings.Join(seen, "\n"))
 			}
 			seen = append(seen, l)
-			ready = strings.Contains(l, "export KUBECONFIG=")
+			ready = strings.Contains(l, " go run ./cmd/controller ") // printed after the kubeconfig
 		case <-timeout:
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			t.Fatalf("%s: not ready within 10 minutes:\n%s", strings.Join(command, " "), strings.Join(seen, "\n"))
