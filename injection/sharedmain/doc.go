@@ -1,5 +1,7 @@
 // Package sharedmain runs several controllers and bindkit's admission
-// webhook in one process.
+// webhook in one process. It is the one place flags, clients, leader
+// election, certificates, probes, metrics and shutdown are set up, so a
+// binary's main is one call.
 //
 // A binary's main lists its controller constructors and nothing else:
 //
