@@ -221,6 +221,11 @@ func TestContractProblems(t *testing.T) {
 		binding  psbinding.Bindable // instead of do and undo
 		reach    Reach
 		want     []string // substrings of the one failure; none for a Binding that keeps the contract
+		// orWant, when set, is what the failure says instead when the
+		// determinism check catches it first: a clock read to the second
+		// changes between two calls that straddle a second, more often on
+		// a loaded machine; either catch is the right one.
+		orWant []string
 	}{{
 		name: "a Binding that keeps the contract",
 		do:   setFoo, undo: removeFoo, reach: EveryContainerAndInitContainer,
@@ -333,6 +338,8 @@ func TestContractProblems(t *testing.T) {
 		reach: EveryContainerAndInitContainer,
 		want: []string{"Do breaks its promise to be a function of the Binding and the subject", "run again 1.1s later", "template/metadata/annotations/bound-at",
 			"its template changes at every admitted update of a workload, which rolls its pods", "never time.Now() in Do"},
+		orWant: []string{"Do breaks its promise to be deterministic", "template/metadata/annotations/bound-at",
+			"its template changes at every admitted update of a workload, which rolls its pods", "no clock"},
 	}, {
 		name: "Do draws a random number",
 		do: func(wp *duck.WithPod) {
@@ -425,7 +432,11 @@ func TestContractProblems(t *testing.T) {
 			if len(got) != 1 {
 				t.Fatalf("%d failures, want 1:\n%s", len(got), strings.Join(got, "\n----\n"))
 			}
-			for _, w := range tc.want {
+			want := tc.want
+			if tc.orWant != nil && strings.Contains(got[0], tc.orWant[0]) {
+				want = tc.orWant
+			}
+			for _, w := range want {
 				if !strings.Contains(got[0], w) {
 					t.Errorf("the failure does not say %q:\n%s", w, got[0])
 				}

@@ -2,7 +2,6 @@ package wiring
 
 import (
 	"context"
-	"fmt"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -63,11 +62,7 @@ func NamespaceGuardFor(gvr schema.GroupVersionResource, fieldManager string) fun
 func AuthorityFor(opts policy.AuthorityOptions, fieldManager string) func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 	return func(ctx context.Context, _ configmap.Watcher) *controller.Impl {
 		g := authority(ctx, opts, fieldManager)
-		served, err := policy.MutatingPoliciesServed(injection.KubeClient(ctx).Discovery())
-		if err != nil {
-			panic(fmt.Errorf("%s: record who asks for a Binding: %w", opts.Resource.GroupResource(), err))
-		}
-		if served {
+		if recordsRequester(ctx, opts.Resource.GroupResource().String()) {
 			g.add(requestedBy(ctx, opts.Resource, fieldManager))
 		}
 		r, err := policy.NewReconciler(policy.Options{Objects: g.objects, Logger: logging.FromContext(ctx)})
@@ -161,17 +156,29 @@ func (b *Kind) guards(ctx context.Context) *guardObjects {
 	if b.namespaceGuard {
 		g.add(namespaceGuard(ctx, b.GVR, b.authority.SubjectPath, b.ControllerName))
 	}
-	served, err := policy.MutatingPoliciesServed(injection.KubeClient(ctx).Discovery())
-	if err != nil {
-		panic(fmt.Errorf("%s: record who asks for a Binding: %w", b.GVK.Kind, err))
-	}
-	if served {
+	if recordsRequester(ctx, b.GVK.Kind) {
 		g.add(requestedBy(ctx, b.GVR, b.ControllerName))
-	} else {
-		logging.FromContext(ctx).Warn("Bindings do not record who asked for them: the kube-apiserver does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy",
-			zap.String("kind", b.GVK.Kind), zap.String("annotation", policy.RequestedByAnnotation))
 	}
 	return g
+}
+
+// recordsRequester reports whether the kube-apiserver serves
+// MutatingAdmissionPolicy, which records who asked for a Binding of kind.
+// Discovery that fails (an API server not reachable yet as the process
+// starts) counts as served, as every supported minor serves it: the
+// policy's informers then wait, logging, for the API server, where
+// refusing to start would end the process for a passing fault.
+func recordsRequester(ctx context.Context, kind string) bool {
+	logger := logging.FromContext(ctx).With(zap.String("kind", kind), zap.String("annotation", policy.RequestedByAnnotation))
+	served, err := policy.MutatingPoliciesServed(injection.KubeClient(ctx).Discovery())
+	switch {
+	case err != nil:
+		logger.Warn("Bindings record who asked for them once the kube-apiserver answers: discovery failed", zap.Error(err))
+		return true
+	case !served:
+		logger.Warn("Bindings do not record who asked for them: the kube-apiserver does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy")
+	}
+	return served
 }
 
 // withGuard is a kind's admission controller that also keeps its

@@ -227,9 +227,6 @@ func writeScaffold(dir string, data scaffoldData) error {
 	})
 }
 
-// initModule makes dir a module that requires bindkit (the version running,
-// else the latest; or the checkout replace names) with cmd/bindkit as a
-// tool, and resolves its dependencies.
 // replacePath is the checkout at replace (relative to the working
 // directory) as the new module's go.mod names it: relative to the module
 // in dir, so that the two move together (a path go.mod reads as a
@@ -255,6 +252,9 @@ func replacePath(dir, replace string) (string, error) {
 	return rel, nil
 }
 
+// initModule makes dir a module that requires bindkit (the version running,
+// else the latest; or the checkout replace names) with cmd/bindkit as a
+// tool, and resolves its dependencies.
 func initModule(ctx context.Context, dir, module, replace string, stdout, stderr io.Writer) error {
 	tool := bindkitModule + "/cmd/bindkit"
 	steps := [][]string{{"mod", "init", module}}

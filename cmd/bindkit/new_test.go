@@ -51,8 +51,13 @@ func TestNewScaffoldsAPassingModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(string(gomod), "replace "); got != 1 || !strings.Contains(string(gomod), "replace github.com/bindkit/bindkit => "+checkout) {
-		t.Errorf("go.mod replaces %d modules, want bindkit with %s only:\n%s", got, checkout, gomod)
+	// go.mod names the checkout relative to the module, so the two move together.
+	target, err := replacePath(dir, checkout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(gomod), "replace "); got != 1 || !strings.Contains(string(gomod), "replace github.com/bindkit/bindkit => "+target+"\n") {
+		t.Errorf("go.mod replaces %d modules, want bindkit with %s (%s) only:\n%s", got, target, checkout, gomod)
 	}
 	if !strings.Contains(string(gomod), "tool github.com/bindkit/bindkit/cmd/bindkit") {
 		t.Errorf("go.mod lacks bindkit as a tool:\n%s", gomod)
@@ -76,7 +81,7 @@ func TestNewScaffoldsAPassingModule(t *testing.T) {
 	}
 	goIn("vet", "./...")
 	// The module's own bindkit, as its author runs it, finds nothing stale.
-	if out := goIn("tool", "bindkit", "generate", "-check"); !strings.Contains(out, "2 generated file(s) current") {
+	if out := goIn("tool", "bindkit", "generate", "-check"); !strings.Contains(out, "3 generated file(s) current") {
 		t.Errorf("go tool bindkit generate -check in the new module:\n%s", out)
 	}
 	testModule := func(what string) {
