@@ -103,7 +103,7 @@ func Attach(ctx context.Context, path string, opts Options) (*Environment, error
 		return nil, fmt.Errorf("create temp dir: %w", err)
 	}
 	env := &Environment{
-		Config:              &rest.Config{Host: d.Host, BearerToken: d.BearerToken, TLSClientConfig: rest.TLSClientConfig{CAData: d.CAPEM}, QPS: -1},
+		Config:              &rest.Config{Host: d.Host, BearerToken: d.BearerToken, TLSClientConfig: rest.TLSClientConfig{CAData: d.CAPEM}, QPS: -1, WrapTransport: retryingCRDDelay},
 		KubeconfigPath:      d.KubeconfigPath,
 		Dir:                 dir,
 		WebhookClientCAFile: d.WebhookClientCAFile,

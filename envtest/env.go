@@ -89,7 +89,12 @@ type Options struct {
 // if Options.ControllerManager asked for it.
 type Environment struct {
 	// Config reaches the kube-apiserver as an administrator (a member of
-	// system:masters). Callers may copy it and change the copy.
+	// system:masters). Callers may copy it and change the copy. Its
+	// clients retry, for up to 30 s, a write the kube-apiserver refuses
+	// with 503 because a MutatingAdmissionPolicy matched a kind whose
+	// CRD is seconds old ("There can be a delay between when
+	// CustomResourceDefinitions are created and when they are
+	// available"), as a user retries such a kubectl apply.
 	Config *rest.Config
 	// KubeconfigPath is a kubeconfig file with the same credentials, for
 	// processes started by the caller.
@@ -440,6 +445,7 @@ func (e *Environment) startAPIServer(ctx context.Context, binDir string, f *apiS
 		BearerToken:     f.adminToken,
 		TLSClientConfig: rest.TLSClientConfig{CAData: f.serving.CAPEM},
 		QPS:             -1, // no client-side throttling: tests and benchmarks measure the server
+		WrapTransport:   retryingCRDDelay,
 	}
 	httpClient, err := rest.HTTPClientFor(e.Config)
 	if err != nil {
