@@ -214,6 +214,14 @@ func (s *session) run(line string) {
 	case strings.HasPrefix(line, "go run github.com/bindkit/bindkit/cmd/bindkit@"):
 		t.Logf("not run until bindkit is on the module proxy: %s", line)
 		s.stopped = true
+	case strings.HasPrefix(line, "go get github.com/bindkit/bindkit@v"):
+		// The rest of the block runs in an author's module, on that release.
+		t.Logf("not run until bindkit is on the module proxy: %s", line)
+		s.stopped = true
+	case strings.HasPrefix(line, "go tool bindkit ") && s.cwd == root && !strings.HasPrefix(line, "go tool bindkit controlplane"):
+		// Outside an author's module (a page's block that runs in its
+		// own), the same command from this checkout.
+		s.exec(root, s.environment(), append([]string{"go", "run", "./cmd/bindkit"}, fields[3:]...)...)
 	case strings.HasPrefix(line, "go tool bindkit controlplane"):
 		s.controlPlane(fields[4:])
 	case strings.HasPrefix(line, "GOBIN=DIR go install "):
