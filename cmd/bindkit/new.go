@@ -57,6 +57,11 @@ type scaffoldData struct {
 	// CRDFile is the CRD's file name in config/, PoliciesFile its
 	// admission policies', RolesFile its aggregated ClusterRoles'.
 	CRDFile, PoliciesFile, RolesFile string
+	// Declarative scaffolds a declarative kind (Declare, from which Do and
+	// Undo follow); EnvName is the env var its Declare sets, e.g.
+	// ENVBINDING_VALUE.
+	Declarative bool
+	EnvName     string
 }
 
 var (
@@ -103,6 +108,7 @@ func newScaffoldData(module, kind, group string) (scaffoldData, error) {
 		CRDFile:              CRDFileName(lower),
 		PoliciesFile:         bindingtest.AdmissionPoliciesFileName(lower),
 		RolesFile:            RolesFileName(lower),
+		EnvName:              strings.ToUpper(lower) + "_VALUE",
 	}, nil
 }
 
@@ -112,6 +118,7 @@ func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	kind := flags.String("kind", "", "the Binding's `kind`, e.g. EnvBinding (required)")
 	group := flags.String("group", "", "the API `group`; default bindings.<the module path's first element>, or bindings.example.com")
 	dir := flags.String("dir", "", "the `directory` to create; default the module path's last element")
+	declarativeKind := flags.Bool("declarative", false, "scaffold a declarative kind: Declare says, as data, what it adds to every container (env vars, volumes, mounts, sidecars), Do and Undo follow from it, and the kube-apiserver applies it at admission with no webhook in the path")
 	replace := flags.String("replace", "", "a `directory` holding a bindkit checkout that the new module's go.mod replaces bindkit with, to build against an unreleased bindkit (a fork, a branch, bindkit's own tests); without it, the bindkit version running this command, else the latest")
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, `usage: bindkit new -module PATH -kind KIND [flags]
@@ -122,7 +129,10 @@ Undo to fill in (apis/v1alpha1), its generated deep copies and CRD, its wiring
 RBAC and a kustomize base, a contract test (bindingtest.CheckContract:
 without a server, then on workloads as the kube-apiserver stores them) and
 a test against a real kube-apiserver (envtest, bindingtest.Run). Every test
-passes as generated and binds with Example in the type file. Without a
+passes as generated and binds with Example in the type file. With
+-declarative, the type declares what it adds as data (Declare, a
+declarative.Spec) and Do and Undo follow from it: the kube-apiserver then
+applies it at admission, with no webhook in the path. Without a
 control plane the contract's checks that need none still run, and the rest
 is skipped, saying what (go test -v); "go tool bindkit controlplane" gets
 the binaries once, in seconds from $KUBEBUILDER_ASSETS or setup-envtest's
@@ -146,6 +156,7 @@ Flags:`)
 	if err != nil {
 		return err
 	}
+	data.Declarative = *declarativeKind
 	if *dir == "" {
 		*dir = path.Base(*module)
 	}
@@ -168,12 +179,12 @@ Flags:`)
 	fmt.Fprintf(stdout, `
 next:
   cd %s
-  edit apis/v1alpha1/types.go: the spec's fields, their values in Example, Do and Undo
+  edit apis/v1alpha1/types.go: the spec's fields, their values in Example, %s
   go tool bindkit generate        # deep copies and config/%s
   go test ./...                   # the contract's checks without a server run; -v shows what is skipped
   go tool bindkit controlplane    # once: etcd and kube-apiserver for the rest (seconds with $KUBEBUILDER_ASSETS)
   go test ./...
-`, *dir, data.CRDFile)
+`, *dir, map[bool]string{false: "Do and Undo", true: "Declare"}[data.Declarative], data.CRDFile)
 	return nil
 }
 
@@ -205,6 +216,16 @@ func writeScaffold(dir string, data scaffoldData) error {
 			return err
 		}
 		rel := strings.TrimSuffix(strings.TrimPrefix(name, "scaffold/"), ".tmpl")
+		// A file with a declarative variant (name.declarative.tmpl) is
+		// written from one or the other.
+		if base, ok := strings.CutSuffix(rel, ".declarative"); ok {
+			if !data.Declarative {
+				return nil
+			}
+			rel = base
+		} else if _, err := fs.Stat(scaffold, name[:len(name)-len(".tmpl")]+".declarative.tmpl"); err == nil && data.Declarative {
+			return nil
+		}
 		tmpl, err := template.New(rel).Option("missingkey=error").Parse(string(text))
 		if err != nil {
 			return err

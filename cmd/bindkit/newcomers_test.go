@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,13 +202,22 @@ func TestNewcomersKindsOnAControlPlane(t *testing.T) {
 	if bins := os.Getenv(envtest.BinDirEnv); !isExecutable(filepath.Join(bins, "kube-apiserver")) && !envtest.InCI() {
 		t.Skipf("needs a control plane: set %s to the binaries' directory (bindkit's repository: make tools)", envtest.BinDirEnv)
 	}
-	for _, kind := range []struct{ module, kind, types string }{
-		{"example.com/proxybinding", "ProxyBinding", "testdata/proxy/types.go.txt"},
-		{"example.com/sinkbinding", "SinkBinding", "testdata/declarative/types.go.txt"},
+	for _, kind := range []struct {
+		module, kind, types string
+		flags               []string
+	}{
+		{"example.com/proxybinding", "ProxyBinding", "testdata/proxy/types.go.txt", nil},
+		{"example.com/sinkbinding", "SinkBinding", "testdata/declarative/types.go.txt", []string{"-declarative"}},
 	} {
 		t.Run(kind.kind, func(t *testing.T) {
 			t.Parallel()
-			m := scaffoldModule(t, kind.module, kind.kind)
+			m := scaffoldModule(t, kind.module, kind.kind, kind.flags...)
+			if slices.Contains(kind.flags, "-declarative") {
+				// As generated, the declarative scaffold keeps its contract.
+				if out, err := m.goTest(nil, "-run", "^TestContract$", "./apis/v1alpha1"); err != nil || !strings.Contains(m.read(filepath.Join(m.dir, "apis/v1alpha1/types.go")), ") Declare() declarative.Spec {") {
+					t.Fatalf("bindkit new -declarative: go test -run TestContract: %v (or its type declares nothing)\n%s", err, out)
+				}
+			}
 			types := strings.Replace(m.read(kind.types), "//README\n", readmeDeclarative(t), 1)
 			m.writeTypes(types)
 			out, err := m.goTest(nil, "-v", "./...")
@@ -258,7 +268,7 @@ type module struct {
 
 // scaffoldModule runs `bindkit new` into a temporary directory outside the
 // repository, replacing bindkit with this checkout.
-func scaffoldModule(t *testing.T, path, kind string) *module {
+func scaffoldModule(t *testing.T, path, kind string, flags ...string) *module {
 	t.Helper()
 	checkout, err := filepath.Abs("../..")
 	if err != nil {
@@ -266,7 +276,7 @@ func scaffoldModule(t *testing.T, path, kind string) *module {
 	}
 	dir := filepath.Join(t.TempDir(), filepath.Base(path))
 	var stdout, stderr bytes.Buffer
-	args := []string{"new", "-module", path, "-kind", kind, "-dir", dir, "-replace", checkout}
+	args := append([]string{"new", "-module", path, "-kind", kind, "-dir", dir, "-replace", checkout}, flags...)
 	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("bindkit %s: %v\n%s%s", strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
 	}
