@@ -189,3 +189,20 @@ func rolloutCompleteOf(b Bindable) bool {
 	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
 	return ok && rec.GetRollout().Complete(b.GetGeneration())
 }
+
+// PromoteAll returns a LeaderAwareFuncs.PromoteFunc that enqueues every
+// Binding listAll lists, so a new leader re-checks what a follower skipped.
+func PromoteAll(listAll ListAll, onError func(error)) func(enqueue func(key string)) {
+	return func(enqueue func(string)) {
+		bindings, err := listAll()
+		if err != nil {
+			if onError != nil {
+				onError(err)
+			}
+			return
+		}
+		for _, b := range bindings {
+			enqueue(b.GetNamespace() + "/" + b.GetName())
+		}
+	}
+}
