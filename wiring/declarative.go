@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -37,6 +38,62 @@ func isDeclarative[PT any]() (bool, error) {
 			reflect.TypeFor[PT]())
 	}
 	return true, nil
+}
+
+// specPathOf is, for a kind whose Go type PT is a declarative.InBinding,
+// the path of the Spec its users write in the Binding, checked against
+// the type: each field of the dotted path is a JSON field name, and the
+// last holds a declarative.Spec. It is "" for another kind.
+func specPathOf[PT any]() (string, error) {
+	var b PT
+	in, ok := any(b).(declarative.InBinding)
+	if !ok {
+		return "", nil
+	}
+	path := in.DeclaredPath()
+	if first, _, _ := strings.Cut(path, "."); first == "status" || first == "metadata" {
+		return path, fmt.Errorf("%v is a declarative.InBinding whose DeclaredPath %q is not in its spec: its users write the Spec there", reflect.TypeFor[PT](), path)
+	}
+	t := reflect.TypeFor[PT]()
+	for _, name := range strings.Split(path, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		f, found := jsonField(t, name)
+		if !found {
+			return path, fmt.Errorf("%v is a declarative.InBinding whose DeclaredPath %q names no field %q of %v", reflect.TypeFor[PT](), path, name, t)
+		}
+		t = f.Type
+	}
+	if t != reflect.TypeFor[declarative.Spec]() && t != reflect.TypeFor[*declarative.Spec]() {
+		return path, fmt.Errorf("%v is a declarative.InBinding whose DeclaredPath %q holds a %v, not a declarative.Spec", reflect.TypeFor[PT](), path, t)
+	}
+	return path, nil
+}
+
+// jsonField is the field of struct type t whose JSON name is name,
+// looking into fields inlined in its JSON (embedded without a name, or
+// tagged ",inline").
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	if t.Kind() != reflect.Struct {
+		return reflect.StructField{}, false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-":
+		case tag == name:
+			return f, true
+		case tag == "" && (f.Anonymous || strings.Contains(opts, "inline")):
+			if inner, ok := jsonField(f.Type, name); ok {
+				return inner, true
+			}
+		case tag == "" && f.Name == name:
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // validateDeclared is Settings.Validate for a declarative kind: the Spec it
@@ -95,6 +152,8 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 		SkipPatchesBy:    fieldManager,
 		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
 		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
+		// The Spec its users write in the Binding: applied as it is now.
+		SpecPath: b.SpecPath,
 	}
 	h := newHandover(logger, kube, name, policies.Lister(), popts)
 	var list psbinding.ListAll // set once the Bindings' informer exists, before anything reconciles
@@ -133,7 +192,11 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 			impl.EnqueueKey(h.probeKey)
 		}),
 	})
-	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies the Bindings' declared specs; the kind's webhook admits until the policy is seen in force, then leaves the path",
+	applies := "the Bindings' published specs (status.declared)"
+	if b.SpecPath != "" {
+		applies = "the Bindings' current specs (" + b.SpecPath + "), with no process needed"
+	}
+	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies "+applies+"; the kind's webhook admits until the policy is seen in force, then leaves the path",
 		zap.String("policy", name), zap.String("webhookConfiguration", b.WebhookConfigurationName))
 	return impl
 }
@@ -182,7 +245,7 @@ func (b *Kind) prober(ctx context.Context, list psbinding.ListAll, fieldManager 
 	excluded := ExcludedNamespaces(ctx)
 	return &prober{
 		kube: injection.KubeClient(ctx), dyn: injection.DynamicClient(ctx), mapper: injection.RESTMapper(ctx),
-		resource: b.GVR.GroupResource(), list: list, fieldManager: fieldManager,
+		resource: b.GVR.GroupResource(), list: list, fieldManager: fieldManager, specPath: b.SpecPath,
 		excluded: func(ns string) bool { return slices.Contains(excluded, ns) },
 	}
 }
