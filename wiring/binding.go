@@ -307,7 +307,7 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 				return impl
 			}
 		}
-		return b.webhookAdmission(ctx, gla, cfg, declarativeKind, guard)
+		return b.webhookAdmission(ctx, opts, gla, cfg, declarativeKind, guard)
 	}
 	return b, nil
 }

@@ -143,18 +143,7 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 	// The policy's bindings are named after their Bindings: read them all.
 	bindings := injection.KubeInformerFactory(ctx).Admissionregistration().V1().MutatingAdmissionPolicyBindings()
 	fieldManager := cmp.Or(opts.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
-	popts := policy.MutatingPolicyOptions{
-		Resource:           b.GVR,
-		Kind:               b.GVK.Kind,
-		Name:               name,
-		ExcludedNamespaces: ExcludedNamespaces(ctx),
-		// The reconciler's field manager, as the process will name it.
-		SkipPatchesBy:    fieldManager,
-		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
-		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
-		// The Spec its users write in the Binding: applied as it is now.
-		SpecPath: b.SpecPath,
-	}
+	popts := b.mutatingPolicyOptions(ctx, opts, fieldManager)
 	h := newHandover(logger, kube, name, policies.Lister(), popts)
 	var list psbinding.ListAll // set once the Bindings' informer exists, before anything reconciles
 	objects, err := policy.MutatingPolicyObjects(popts, kube, policies.Lister(), bindings.Lister(), b.ControllerName,
@@ -199,6 +188,23 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies "+applies+"; the kind's webhook admits until the policy is seen in force, then leaves the path",
 		zap.String("policy", name), zap.String("webhookConfiguration", b.WebhookConfigurationName))
 	return impl
+}
+
+// mutatingPolicyOptions are the options of the kind's mutating policy in
+// the process ctx describes; fieldManager is the reconciler's.
+func (b *Kind) mutatingPolicyOptions(ctx context.Context, opts Options, fieldManager string) policy.MutatingPolicyOptions {
+	return policy.MutatingPolicyOptions{
+		Resource:           b.GVR,
+		Kind:               b.GVK.Kind,
+		Name:               policy.MutatingPolicyName(b.GVR.GroupResource()),
+		ExcludedNamespaces: ExcludedNamespaces(ctx),
+		// The reconciler's field manager, as the process will name it.
+		SkipPatchesBy:    fieldManager,
+		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
+		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
+		// The Spec its users write in the Binding: applied as it is now.
+		SpecPath: b.SpecPath,
+	}
 }
 
 // bindingRefs lists the Bindings the policy is bound with: all but those
@@ -264,6 +270,12 @@ type retiringAdmission struct {
 	prober     *prober
 	seen       int // consecutive probes that reached the webhook
 	retired    atomic.Bool
+	// shutdown is how the kind's subjects are admitted while no process
+	// runs (LeavePath); nil when the kube-apiserver cannot apply its
+	// policy. leaving, once set, keeps the webhook's rules empty.
+	shutdown *policy.MutatingPolicyOptions
+	list     psbinding.ListAll
+	leaving  atomic.Bool
 }
 
 // Reconcile implements controller.Reconciler.
@@ -312,7 +324,7 @@ func (r *retiringAdmission) Uninstall(ctx context.Context) error {
 // webhookAdmission is the Webhook constructor's body for any kind: the
 // admission controller, for a declarative kind one that retires the
 // policy, with the namespace guard when there is one.
-func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, declarativeKind bool, guard *guardObjects) *controller.Impl {
+func (b *Kind) webhookAdmission(ctx context.Context, opts Options, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, declarativeKind bool, guard *guardObjects) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	var impl *controller.Impl
 	if !declarativeKind {
@@ -323,9 +335,15 @@ func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, c
 		name := policy.MutatingPolicyName(b.GVR.GroupResource())
 		fieldManager := cmp.Or(cfg.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
 		r := &retiringAdmission{kube: injection.KubeClient(ctx), logger: logger, policyName: name}
+		if b.policyCanAdmit(ctx, opts) {
+			popts := b.mutatingPolicyOptions(ctx, opts, fieldManager)
+			r.shutdown = &popts
+		}
+		cfg.WebhookOff = r.leaving.Load
 		impl = newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
 			list := gla(ctx, handler)
 			r.prober = b.prober(ctx, list, fieldManager+"-probe")
+			r.list = list
 			return list
 		}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
 			r.AdmissionReconciler = ac
