@@ -59,8 +59,12 @@ func planSummary(p *duck.PlanStatus) string {
 	if p.UndoneFrom > 0 {
 		what = fmt.Sprintf("undo of generation %d (restoring %d)", p.UndoneFrom, p.Generation)
 	}
-	return fmt.Sprintf("%s planned: %d subjects to bind, %d to unbind (%d template changes in %d waves, %d records only), %d unchanged; kubectl bindkit plan shows how",
-		what, p.Bind, p.Unbind, p.TemplateChanges, len(p.Waves)+p.MoreWaves, p.RecordsOnly, p.Unchanged)
+	records := ""
+	if p.RecordsOnly > 0 {
+		records = fmt.Sprintf(" (%d of them change only their records, at once)", p.RecordsOnly)
+	}
+	return fmt.Sprintf("%s planned: %d subjects to bind, %d to unbind, %d unchanged, in %d waves%s; kubectl bindkit plan shows how",
+		what, p.Bind, p.Unbind, p.Unchanged, len(p.Waves)+p.MoreWaves, records)
 }
 
 // planKey fingerprints what a plan depends on.
