@@ -176,9 +176,25 @@ func (r *rig) binding(name, value string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if _, err := r.dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(r.ns).Create(r.t.Context(), &unstructured.Unstructured{Object: content}, metav1.CreateOptions{}); err != nil {
-		r.t.Fatal(err)
-	}
+	r.create(&unstructured.Unstructured{Object: content})
+}
+
+// create creates the Binding u and returns what the API server stored. A
+// refusal as unavailable is retried: the kube-apiserver's admission
+// policies (bindkit's requested-by record) know a new CRD's kind some time
+// after it is served.
+func (r *rig) create(u *unstructured.Unstructured) *unstructured.Unstructured {
+	r.t.Helper()
+	var created *unstructured.Unstructured
+	r.poll("DeclaredBinding "+u.GetName()+" to be created", func() (string, error) {
+		var err error
+		created, err = r.dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(r.ns).Create(r.t.Context(), u, metav1.CreateOptions{})
+		if apierrors.IsServiceUnavailable(err) {
+			return err.Error(), nil
+		}
+		return "", err
+	})
+	return created
 }
 
 // job is a Job labelled app=web, its one container named app.
