@@ -38,6 +38,7 @@ type InformedWatcher struct {
 
 	mu      sync.Mutex
 	started bool
+	stopped bool // Shutdown was called: a Start still to come returns at once
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
@@ -78,13 +79,23 @@ func (w *InformedWatcher) Watch(name string, observers ...Observer) {
 // Start runs the informer until ctx ends or Shutdown is called, waits for
 // its cache to fill, then calls every observer registered so far with the
 // current content of its ConfigMap (nil when missing). It returns an error,
-// after stopping the informer, when ctx ends before the cache syncs, and
+// after stopping the informer, when ctx ends or Shutdown is called before
+// the cache syncs (a cache that cannot sync, ConfigMaps forbidden say,
+// holds Start only until then), when Shutdown was called before it, and
 // when called more than once.
+//
+// So a caller may run the informer on a long-lived context and bound only
+// the wait: Start in a goroutine, and Shutdown when its own deadline
+// passes; Start then returns promptly.
 func (w *InformedWatcher) Start(ctx context.Context) error {
 	w.mu.Lock()
-	if w.started {
+	switch {
+	case w.started:
 		w.mu.Unlock()
 		return fmt.Errorf("configmap: watcher of namespace %s already started", w.namespace)
+	case w.stopped:
+		w.mu.Unlock()
+		return fmt.Errorf("configmap: watcher of namespace %s shut down before it started", w.namespace)
 	}
 	w.started = true
 	runCtx, cancel := context.WithCancel(ctx)
@@ -114,9 +125,16 @@ func (w *InformedWatcher) Start(ctx context.Context) error {
 
 	// The handler's own sync, not only the store's, so that every initial
 	// add has reached the observers before the missing names are reported.
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+	// The wait ends with runCtx, which Shutdown ends too: waiting on ctx
+	// alone, a Shutdown from a caller whose deadline passed would stop the
+	// informer and leave Start waiting for a sync that can no longer come.
+	if !cache.WaitForCacheSync(runCtx.Done(), reg.HasSynced) {
+		cause := context.Cause(ctx)
+		if cause == nil {
+			cause = errors.New("shut down")
+		}
 		w.Shutdown()
-		return fmt.Errorf("configmap: wait for ConfigMaps in namespace %s: %w", w.namespace, errors.Join(context.Cause(ctx), errors.New("cache not synced")))
+		return fmt.Errorf("configmap: wait for ConfigMaps in namespace %s: %w", w.namespace, errors.Join(cause, errors.New("cache not synced")))
 	}
 
 	w.dispatch.Lock()
@@ -134,10 +152,12 @@ func (w *InformedWatcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown stops the informer and waits for it to return. It is safe to
-// call more than once, and before Start (it does nothing then).
+// Shutdown stops the informer and waits for it to return; a Start waiting
+// for the cache returns its error. It is safe to call more than once, and
+// before Start, which then returns an error at once.
 func (w *InformedWatcher) Shutdown() {
 	w.mu.Lock()
+	w.stopped = true
 	cancel, done := w.cancel, w.done
 	w.mu.Unlock()
 	if cancel == nil {

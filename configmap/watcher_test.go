@@ -2,6 +2,7 @@ package configmap_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -10,10 +11,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/bindkit/bindkit/configmap"
 )
@@ -207,7 +212,86 @@ func TestInformedWatcherStartErrors(t *testing.T) {
 		}
 	})
 	t.Run("shutdown before start", func(t *testing.T) {
-		configmap.NewInformedWatcher(kubefake.NewClientset(), ns).Shutdown()
+		w := configmap.NewInformedWatcher(kubefake.NewClientset(), ns)
+		w.Shutdown()
+		if err := w.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "shut down before it started") {
+			t.Errorf("Start after Shutdown = %v, want an error saying so", err)
+		}
+	})
+}
+
+// forbiddenClient refuses every list and watch of ConfigMaps, as the
+// kube-apiserver does for an identity without RBAC for them: the
+// informer's cache never syncs.
+func forbiddenClient() *kubefake.Clientset {
+	c := kubefake.NewClientset()
+	refuse := func(action clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("RBAC: access denied"))
+	}
+	c.PrependReactor("list", "configmaps", refuse)
+	c.PrependWatchReactor("configmaps", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		_, _, err := refuse(action)
+		return true, nil, err
+	})
+	return c
+}
+
+// TestInformedWatcherStartReturnsWhenItsCacheCannotSync: a watcher whose
+// ConfigMaps are forbidden never syncs; Start still returns, with an
+// error, as soon as its context ends or Shutdown is called, however
+// long-lived the context it runs on (a process runs the informer on one
+// that outlives its shutdown, and bounds the wait with Shutdown).
+func TestInformedWatcherStartReturnsWhenItsCacheCannotSync(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(w *configmap.InformedWatcher, cancel context.CancelFunc)
+		want string
+	}{
+		{"context ends", func(_ *configmap.InformedWatcher, cancel context.CancelFunc) { cancel() }, "context canceled"},
+		{"shutdown", func(w *configmap.InformedWatcher, _ context.CancelFunc) { w.Shutdown() }, "shut down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := configmap.NewInformedWatcher(forbiddenClient(), ns)
+			var r recorder
+			w.Watch("a", r.observer("a"))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			started := make(chan error, 1)
+			go func() { started <- w.Start(ctx) }()
+			// Let Start reach its wait (it cannot sync, so it is there or
+			// about to be); a stop before it starts must work too (below).
+			time.Sleep(100 * time.Millisecond)
+			tc.stop(w, cancel)
+			select {
+			case err := <-started:
+				if err == nil || !strings.Contains(err.Error(), "cache not synced") || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("Start = %v, want an error with %q and \"cache not synced\"", err, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				// A guard against a hang, not a figure: the stop is prompt.
+				t.Fatal("Start still waiting 10 s after the stop: it waits for a cache that cannot sync")
+			}
+			w.Shutdown()
+			if got := r.get(); len(got) != 0 {
+				t.Errorf("observers called %v, want none: the cache never synced", got)
+			}
+		})
+	}
+	t.Run("shutdown racing start", func(t *testing.T) {
+		for range 50 {
+			w := configmap.NewInformedWatcher(forbiddenClient(), ns)
+			started := make(chan error, 1)
+			go func() { started <- w.Start(context.Background()) }()
+			w.Shutdown()
+			select {
+			case err := <-started:
+				if err == nil {
+					t.Fatal("Start = nil, want an error: its ConfigMaps are forbidden")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Start still waiting 10 s after a Shutdown that raced it")
+			}
+		}
 	})
 }
 

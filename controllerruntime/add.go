@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"runtime"
 
 	"go.uber.org/zap"
@@ -21,8 +20,10 @@ import (
 )
 
 // ReadyzCheckName is the name of the readiness check Add registers on the
-// Manager: failing until bindkit's informers have synced and while an
-// admission controller's index is not built.
+// Manager: failing until bindkit's informers have synced, while an
+// admission controller's index is not built or reports a fault (a
+// declarative kind's handover refused by the kube-apiserver), and once
+// bindkit has stopped with an error.
 const ReadyzCheckName = "bindkit"
 
 // Add runs opts.Kinds (and opts.Controllers) inside mgr, as
@@ -44,7 +45,8 @@ const ReadyzCheckName = "bindkit"
 //     kube-apiserver serves it, and then needs no webhook route;
 //   - bindkit's metrics go to opts.MetricsRegistry (the Manager's by
 //     default), its logs to the Manager's logger, and a readiness check
-//     named ReadyzCheckName joins the Manager's.
+//     named ReadyzCheckName and a liveness check named HealthzCheckName
+//     join the Manager's.
 //
 // A panic in a Binding's Do or Undo, or anywhere in a reconcile or an
 // admission, is contained as bindkit contains it: the key is retried, the
@@ -59,6 +61,10 @@ const ReadyzCheckName = "bindkit"
 // nothing to mgr then. The Manager's ServiceAccount needs the permissions
 // of a sharedmain process (see the example's config/rbac).
 func Add(mgr manager.Manager, opts Options) error {
+	if opts.CacheSyncTimeout == 0 {
+		// The Manager's own bound on its controllers' caches, when set.
+		opts.CacheSyncTimeout = mgr.GetControllerOptions().CacheSyncTimeout
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return fmt.Errorf("bindkit: %w", err)
@@ -81,6 +87,7 @@ func Add(mgr manager.Manager, opts Options) error {
 		mgr.Add(r),
 		mgr.Add(&leader{r}),
 		mgr.AddReadyzCheck(ReadyzCheckName, r.ready),
+		mgr.AddHealthzCheck(HealthzCheckName, r.alive),
 	); err != nil {
 		r.stopBase()
 		r.registry.unregisterAll()
@@ -181,36 +188,3 @@ func callConstructor(ctx context.Context, cmw configmap.Watcher, ctor sharedmain
 	}
 	return impl, nil
 }
-
-// ready is the Manager's readiness check: bindkit's informers have synced
-// and every admission controller answers (webhook.Server's /readyz).
-func (b *binder) ready(*http.Request) error {
-	select {
-	case <-b.synced:
-	default:
-		return errors.New("bindkit: informers have not synced")
-	}
-	if b.handler == nil {
-		return nil
-	}
-	w := &statusRecorder{code: http.StatusOK}
-	req, _ := http.NewRequest(http.MethodGet, webhook.ReadyzPath, nil)
-	b.handler.ProbeHandler().ServeHTTP(w, req)
-	if w.code != http.StatusOK {
-		return fmt.Errorf("bindkit: admission: %s", w.body)
-	}
-	return nil
-}
-
-// statusRecorder keeps the status and body of a probe's answer.
-type statusRecorder struct {
-	code int
-	body []byte
-}
-
-func (w *statusRecorder) Header() http.Header { return http.Header{} }
-func (w *statusRecorder) Write(p []byte) (int, error) {
-	w.body = append(w.body, p...)
-	return len(p), nil
-}
-func (w *statusRecorder) WriteHeader(code int) { w.code = code }

@@ -31,7 +31,12 @@
 //     Manager caches for its other controllers.
 //   - Metrics are bindkit's families (package metrics) in the Manager's
 //     registry, served by its metrics server; logs go to the Manager's
-//     logr.Logger; readiness joins the Manager's checks.
+//     logr.Logger; a readiness and a liveness check named "bindkit" join
+//     the Manager's.
+//   - Start-up is bounded: caches that cannot sync (a resource the
+//     Manager's identity may not list) stop the Manager with an error at
+//     Options.CacheSyncTimeout, the Manager's Controller.CacheSyncTimeout
+//     by default, and never hold it past its context.
 //   - Shutdown follows the Manager's order: the reconcilers drain while
 //     the Manager still leads, then leadership goes, then the webhook
 //     server stops.

@@ -3,6 +3,7 @@ package controllerruntime_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -61,51 +63,7 @@ type rig struct {
 
 func start(t *testing.T, kinds ...*wiring.Kind) *rig {
 	t.Helper()
-	env := controlPlane.Env(t)
-	r := &rig{env: env, kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config)}
-	ctx := t.Context()
-	system := env.CreateNamespace(t, "manager-system-")
-	cert, err := testenv.NewServingCert("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, data := range map[string][]byte{"tls.crt": cert.CertPEM, "tls.key": cert.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: system, Name: bindkitcr.DefaultCertificatesSecret},
-		Data: map[string][]byte{"ca.crt": cert.CAPEM, "tls.crt": cert.CertPEM, "tls.key": cert.KeyPEM}}
-	if _, err := r.kube.CoreV1().Secrets(system).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// controller-runtime's webhook server takes a port number, not port 0
-	// (which it reads as its default), and reports no port it bound: a
-	// port free now, which another process could take before the Manager
-	// binds it (bindkit's own processes bind port 0 instead).
-	port, err := envtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	probePort, err := envtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range kinds {
-		r.installWebhook(t, k, port)
-	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: fmt.Sprintf("127.0.0.1:%d", probePort),
-		WebhookServer:          crwebhook.NewServer(crwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bindkitcr.Add(mgr, bindkitcr.Options{Kinds: kinds, SystemNamespace: system, MetricsRegistry: prometheus.NewRegistry()}); err != nil {
-		t.Fatal(err)
-	}
+	r, mgr, probePort := newManager(t, nil, ctrl.Options{}, bindkitcr.Options{Kinds: kinds})
 	mctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
@@ -127,17 +85,105 @@ func start(t *testing.T, kinds ...*wiring.Kind) *rig {
 	// The Manager's /readyz, with bindkit's check (informers synced,
 	// admission ready).
 	poll(t, time.Minute, "the Manager's readiness", func() string {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz/%s", probePort, bindkitcr.ReadyzCheckName))
-		if err != nil {
-			return err.Error()
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return resp.Status
+		if code, body := check(probePort, "readyz/"+bindkitcr.ReadyzCheckName); code != http.StatusOK {
+			return body
 		}
 		return ""
 	})
 	return r
+}
+
+// newManager builds a Manager on cfg (the control plane's admin when
+// nil) with opts in a system namespace of its own, its kinds' webhook
+// configurations pointed at its webhook server, and bindkit added with
+// bo. It does not start it.
+func newManager(t *testing.T, cfg *rest.Config, opts ctrl.Options, bo bindkitcr.Options) (r *rig, mgr ctrl.Manager, probePort int) {
+	t.Helper()
+	r = newRig(t)
+	sys := r.system(t)
+	mgr, webhookPort, probePort := r.manager(t, cfg, opts, bo, sys)
+	for _, k := range bo.Kinds {
+		r.installWebhook(t, k, webhookPort)
+	}
+	return r, mgr, probePort
+}
+
+func newRig(t *testing.T) *rig {
+	env := controlPlane.Env(t)
+	return &rig{env: env, kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config)}
+}
+
+// system is a namespace the Managers of a test run in, with the
+// certificate of their webhook servers in a Secret as cert-manager writes
+// it and in files (certDir).
+type system struct {
+	namespace, certDir string
+}
+
+func (r *rig) system(t *testing.T) system {
+	t.Helper()
+	sys := system{namespace: r.env.CreateNamespace(t, "manager-system-"), certDir: t.TempDir()}
+	cert, err := testenv.NewServingCert("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tls.crt": cert.CertPEM, "tls.key": cert.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(sys.certDir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sys.namespace, Name: bindkitcr.DefaultCertificatesSecret},
+		Data: map[string][]byte{"ca.crt": cert.CAPEM, "tls.crt": cert.CertPEM, "tls.key": cert.KeyPEM}}
+	if _, err := r.kube.CoreV1().Secrets(sys.namespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return sys
+}
+
+// manager builds a Manager on cfg (the control plane's admin when nil)
+// with opts, running in sys: its webhook server on 127.0.0.1:webhookPort
+// with sys's certificate, its probes on probePort, bindkit added with bo
+// (SystemNamespace and MetricsRegistry filled in). It does not start it.
+func (r *rig) manager(t *testing.T, cfg *rest.Config, opts ctrl.Options, bo bindkitcr.Options, sys system) (mgr ctrl.Manager, webhookPort, probePort int) {
+	t.Helper()
+	if cfg == nil {
+		cfg = r.env.Config
+	}
+	// controller-runtime's webhook server takes a port number, not port 0
+	// (which it reads as its default), and reports no port it bound: a
+	// port free now, which another process could take before the Manager
+	// binds it (bindkit's own processes bind port 0 instead).
+	webhookPort, err := envtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probePort, err = envtest.FreePort(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", probePort)
+	opts.WebhookServer = crwebhook.NewServer(crwebhook.Options{Host: "127.0.0.1", Port: webhookPort, CertDir: sys.certDir})
+	if mgr, err = ctrl.NewManager(cfg, opts); err != nil {
+		t.Fatal(err)
+	}
+	bo.SystemNamespace, bo.MetricsRegistry = sys.namespace, prometheus.NewRegistry()
+	if err := bindkitcr.Add(mgr, bo); err != nil {
+		t.Fatal(err)
+	}
+	return mgr, webhookPort, probePort
+}
+
+// check asks the Manager's probe server on port for path ("readyz",
+// "readyz/bindkit", "healthz"): its status code and body, or 0 and the
+// error.
+func check(port int, path string) (int, string) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/%s", port, path))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // installWebhook installs kind's webhook configuration, no rules and no

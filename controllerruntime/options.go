@@ -90,9 +90,11 @@ type Options struct {
 	// ResyncPeriod is how often bindkit's informers replay every object.
 	// Default: sharedmain.DefaultResyncPeriod.
 	ResyncPeriod time.Duration
-	// CacheSyncTimeout bounds the wait for bindkit's informers at start-up;
-	// past it the Manager stops with an error. Default:
-	// sharedmain.CacheSyncTimeout.
+	// CacheSyncTimeout bounds the wait for bindkit's informers (its
+	// ConfigMap watcher's too) at start-up; past it bindkit's runnable
+	// returns an error and the Manager stops with it. Default: the
+	// Manager's Controller.CacheSyncTimeout (controller-runtime's
+	// config.Controller) when set, else sharedmain.CacheSyncTimeout.
 	CacheSyncTimeout time.Duration
 	// MetricsRegistry is where bindkit's metrics (package metrics) are
 	// registered. Default: controller-runtime's metrics.Registry, which

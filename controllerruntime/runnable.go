@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -32,6 +33,7 @@ type binder struct {
 	admitters []webhook.Admitter
 	handler   *webhook.Server // nil when no kind is admitted by webhook
 	synced    chan struct{}   // closed once the caches are synced
+	phase     tracker         // for the Manager's checks
 }
 
 // NeedLeaderElection is false: every replica keeps the caches and the
@@ -39,17 +41,31 @@ type binder struct {
 func (b *binder) NeedLeaderElection() bool { return false }
 
 // Start starts the informers, waits for their caches (at most
-// Options.CacheSyncTimeout), runs the controllers' workers until ctx ends
-// or one fails, then drains them, stops the informers and takes bindkit's
+// Options.CacheSyncTimeout, and no longer than ctx: a cache that cannot
+// sync, its resource forbidden say, is an error returned then, which
+// stops the Manager), runs the controllers' workers until ctx ends or one
+// fails, then drains them, stops the informers and takes bindkit's
 // metrics out of the registry.
-func (b *binder) Start(ctx context.Context) error {
+func (b *binder) Start(ctx context.Context) (err error) {
 	defer b.registry.unregisterAll()
 	defer b.stopBase()
 	defer b.informers.Shutdown()
 	defer b.cmw.Shutdown()
+	defer func() {
+		if err != nil {
+			b.phase.set(func(p *phase) { p.failed = err })
+		}
+	}()
+	b.phase.set(func(p *phase) { p.since = time.Now() })
 	if err := b.waitForCaches(ctx); err != nil {
+		if ctx.Err() != nil {
+			// The Manager is stopping: no error of bindkit's.
+			b.logger.Info("stopped before the caches synced", zap.Error(err))
+			return nil
+		}
 		return fmt.Errorf("bindkit: %w", err)
 	}
+	b.phase.set(func(p *phase) { p.synced = true })
 	close(b.synced)
 
 	work, stopWork := context.WithCancel(controller.WithObserver(controller.WithFieldManager(b.base, b.opts.Component), b.metrics.Controllers()))
@@ -90,8 +106,11 @@ func (b *binder) Start(ctx context.Context) error {
 // waitForCaches starts the ConfigMap watcher and the informers on base and
 // waits for them, bounded by ctx and Options.CacheSyncTimeout.
 func (b *binder) waitForCaches(ctx context.Context) error {
-	syncCtx, cancel := context.WithTimeout(ctx, b.opts.CacheSyncTimeout)
+	syncCtx, cancel := context.WithTimeoutCause(ctx, b.opts.CacheSyncTimeout,
+		fmt.Errorf("caches not synced within Options.CacheSyncTimeout %s", b.opts.CacheSyncTimeout))
 	defer cancel()
+	// The watcher runs on base, which outlives ctx, but its start-up is
+	// bounded by syncCtx: Shutdown makes a pending Start return.
 	started := make(chan error, 1)
 	go func() { started <- b.cmw.Start(b.base) }()
 	select {

@@ -18,7 +18,7 @@ const (
 
 // Family describes one metric family bindkit exports: its full name, type,
 // labels and meaning. New builds every family from this table, and the
-// README's table of metrics, config/monitoring's alert rules and dashboard
+// docs/operators-guide.md's table of metrics, config/monitoring's alert rules and dashboard
 // are checked against it.
 type Family struct {
 	Name   string

@@ -29,18 +29,18 @@ func readmeTable(families []Family) string {
 // metrics is the one Families gives: every metric, its type, labels and
 // meaning, and nothing that is not exported.
 func TestREADMETableListsEveryFamily(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("../docs/operators-guide.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(data)
 	begin, end := strings.Index(readme, tableBegin), strings.Index(readme, tableEnd)
 	if begin < 0 || end < begin {
-		t.Fatalf("README.md lacks the lines %q and %q around the table of metrics", tableBegin, tableEnd)
+		t.Fatalf("docs/operators-guide.md lacks the lines %q and %q around the table of metrics", tableBegin, tableEnd)
 	}
 	got := strings.TrimSpace(readme[begin+len(tableBegin) : end])
 	want := strings.TrimSpace(readmeTable(Families()))
 	if got != want {
-		t.Errorf("README.md's table of metrics is out of date; replace it with:\n%s", want)
+		t.Errorf("docs/operators-guide.md's table of metrics is out of date; replace it with:\n%s", want)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/policy"
 )
 
@@ -58,7 +59,17 @@ func TestAuthorityPolicyWithRealAPIServer(t *testing.T) {
 			Paths: []string{"spec.secret.name", "spec.sources[].secretName", "spec.containers[].env[].secretName"}, Resource: "secrets", Verb: "get",
 		}},
 	}
-	program(t, kube, opts)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	probe := envBinding(ns, "probe", map[string]any{"subject": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}})
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	program(t, kube, opts, func() bool {
+		_, err := as(t, env.Config, "binder").Resource(envBindings).Namespace(ns).Create(ctx, probe, dryRun)
+		if !apierrors.IsForbidden(err) {
+			return false
+		}
+		got, err := dyn.Resource(envBindings).Namespace(ns).Create(ctx, probe, dryRun)
+		return err == nil && got.GetAnnotations()[policy.RequestedByAnnotation] != ""
+	})
 
 	deployment := func(name string) map[string]any {
 		return map[string]any{"subject": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}}
@@ -244,8 +255,8 @@ func secretSources(n int) []any {
 }
 
 // program writes the authority and requested-by policies of opts and
-// waits until the kube-apiserver enforces both.
-func program(t *testing.T, kube kubernetes.Interface, opts policy.AuthorityOptions) {
+// waits until the kube-apiserver enforces both: until inForce says so.
+func program(t *testing.T, kube kubernetes.Interface, opts policy.AuthorityOptions, inForce func() bool) {
 	t.Helper()
 	ctx := t.Context()
 	vap, vapb, err := policy.Authority(opts)
@@ -286,19 +297,7 @@ func program(t *testing.T, kube kubernetes.Interface, opts policy.AuthorityOptio
 		_ = admission.MutatingAdmissionPolicyBindings().Delete(ctx, mb.Name, metav1.DeleteOptions{})
 		_ = admission.MutatingAdmissionPolicies().Delete(ctx, m.Name, metav1.DeleteOptions{})
 	})
-	dyn := dynamic.NewForConfigOrDie(controlPlane.Env(t).Config)
-	probe := envBinding("authority", "probe", map[string]any{"subject": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}})
-	poll(t, "the authority and requested-by policies in force", func() (bool, error) {
-		_, err := as(t, controlPlane.Env(t).Config, "binder").Resource(envBindings).Namespace("authority").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if !apierrors.IsForbidden(err) {
-			return false, nil
-		}
-		got, err := dyn.Resource(envBindings).Namespace("authority").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return false, err
-		}
-		return got.GetAnnotations()[policy.RequestedByAnnotation] != "", nil
-	})
+	poll(t, "the authority and requested-by policies in force", func() (bool, error) { return inForce(), nil })
 }
 
 func checkRefusal(t *testing.T, what string, err error, refusal string) {
@@ -377,5 +376,57 @@ func mustCreate(t testing.TB, namespace string, kube kubernetes.Interface) {
 	t.Helper()
 	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
+	}
+}
+
+// TestDeclaredReferencesWithRealAPIServer checks the References
+// declarative.References derives for a declarative.Spec kept in a
+// Binding's spec: each Secret and ConfigMap it names, in env, envFrom,
+// volumes and added containers, needs its author's get.
+func TestDeclaredReferencesWithRealAPIServer(t *testing.T) {
+	env := controlPlane.Env(t)
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	const ns = "declared-references"
+	mustCreate(t, ns, kube)
+	grant(t, kube, ns, "declarer", []string{"token"}, rule("", "secrets", "get"))
+	grant(t, kube, ns, "declarer", []string{"settings"}, rule("", "configmaps", "get"))
+	grant(t, kube, ns, "declarer", nil, rule("test.bindkit.dev", "envbindings", "create"), rule("apps", "deployments", "patch"))
+	program(t, kube, policy.AuthorityOptions{Resource: envBindings, Name: "authority-declared.test", References: declarative.References("spec.add")}, func() bool {
+		probe := envBinding(ns, "probe", map[string]any{"subject": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+			"add": map[string]any{"envFrom": []any{map[string]any{"secretRef": map[string]any{"name": "probe"}}}}})
+		_, err := as(t, env.Config, "declarer").Resource(envBindings).Namespace(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsForbidden(err)
+	})
+
+	subject := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+	secretEnv := func(name string) map[string]any {
+		return map[string]any{"name": "TOKEN", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": name, "key": "token"}}}
+	}
+	const tail = ` in namespace "declared-references", which this Binding names (`
+	cases := []struct {
+		name    string
+		add     map[string]any
+		refusal string
+	}{
+		{"env from a Secret she may read", map[string]any{"env": []any{secretEnv("token")}}, ""},
+		{"env from a Secret she may not read", map[string]any{"env": []any{secretEnv("admin-token")}}, `user "declarer" may not get secrets "admin-token"` + tail},
+		{"envFrom of an added container", map[string]any{"containers": []any{map[string]any{"name": "side", "envFrom": []any{map[string]any{"secretRef": map[string]any{"name": "db"}}}}}},
+			`user "declarer" may not get secrets "db"` + tail},
+		{"a ConfigMap volume she may read", map[string]any{"volumes": []any{map[string]any{"name": "cfg", "configMap": map[string]any{"name": "settings"}}}}, ""},
+		{"a projected ConfigMap she may not read", map[string]any{"volumes": []any{map[string]any{"name": "cfg", "projected": map[string]any{"sources": []any{map[string]any{"configMap": map[string]any{"name": "other"}}}}}}},
+			`user "declarer" may not get configmaps "other"` + tail},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := as(t, env.Config, "declarer").Resource(envBindings).Namespace(ns).Create(ctx, envBinding(ns, fmt.Sprintf("d%d", i), map[string]any{"subject": subject, "add": tc.add}), metav1.CreateOptions{})
+			if tc.refusal == "" {
+				checkRefusal(t, "create", err, "")
+				return
+			}
+			if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.refusal) {
+				t.Errorf("create: got %v, want Forbidden containing %q", err, tc.refusal)
+			}
+		})
 	}
 }

@@ -55,6 +55,16 @@ type PathLeaver interface {
 	LeavePath(ctx context.Context) bool
 }
 
+// Checker is implemented by an Admitter that can find a fault an operator
+// must act on (a declarative kind's handover that the kube-apiserver
+// refuses, say). The server reports unready on /readyz, with Check's
+// error, for as long as Check returns one; admissions are answered as
+// before. Check is called on every /readyz request: it must be cheap and
+// safe for concurrent use.
+type Checker interface {
+	Check() error
+}
+
 type dryRunKey struct{}
 
 // WithDryRun returns ctx marked as a dry run or not. The server calls it for

@@ -1,4 +1,6 @@
-// Package webhook is bindkit's HTTPS admission webhook server.
+// Package webhook is bindkit's HTTPS admission webhook server. It bounds
+// everything an admission request can cost before anything is decoded, so
+// no peer, fast or hostile, takes the process or the kube-apiserver down.
 //
 // A Server routes AdmissionReviews to AdmissionControllers by URL path. It
 // owns everything around the decision: it accepts admission.k8s.io/v1 and
@@ -60,8 +62,9 @@
 // unless enabled.
 //
 // /healthz answers 200 while the process serves. /readyz answers 200 only
-// when every controller that implements Syncer has synced, a valid
-// certificate is available, and the server is not shutting down. An
+// when every controller that implements Syncer has synced, none that
+// implements Checker reports a fault, a valid certificate is available,
+// and the server is not shutting down. An
 // admission that arrives before its controller has synced waits for it, up
 // to Options.ReadinessTimeout, then fails with 503 so the kube-apiserver
 // applies the webhook's failurePolicy.

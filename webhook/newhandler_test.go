@@ -2,10 +2,12 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -90,5 +92,53 @@ func TestNewHandlerRefuses(t *testing.T) {
 				t.Errorf("NewHandler = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// checkingController reports the fault it is given.
+type checkingController struct {
+	funcController
+	fault atomic.Pointer[error]
+}
+
+func (c *checkingController) Check() error {
+	if err := c.fault.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// TestReadyzFailsWhileACheckerReportsAFault: /readyz fails with the
+// fault a Checker reports and recovers when it clears; /healthz does not
+// follow it.
+func TestReadyzFailsWhileACheckerReportsAFault(t *testing.T) {
+	c := &checkingController{funcController: *allowAll("/checked")}
+	s, err := NewHandler(Options{}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fault := errors.New("probe of the admission path refused")
+	for _, tc := range []struct {
+		name     string
+		fault    error
+		wantCode int
+		wantBody string
+	}{
+		{"no fault", nil, http.StatusOK, "ok"},
+		{"a fault", fault, http.StatusServiceUnavailable, "admission controller /checked: probe of the admission path refused"},
+		{"cleared", nil, http.StatusOK, "ok"},
+	} {
+		if tc.fault != nil {
+			c.fault.Store(&tc.fault)
+		} else {
+			c.fault.Store(nil)
+		}
+		code, body := probe(s.ProbeHandler(), ReadyzPath)
+		if code != tc.wantCode || body != tc.wantBody {
+			t.Errorf("%s: /readyz = %d %q, want %d %q", tc.name, code, body, tc.wantCode, tc.wantBody)
+		}
+		if code, _ := probe(s.ProbeHandler(), HealthzPath); code != http.StatusOK {
+			t.Errorf("%s: /healthz = %d, want 200", tc.name, code)
+		}
 	}
 }

@@ -199,6 +199,11 @@ func (s *Server) ready() error {
 		if !rt.hasSynced() {
 			return fmt.Errorf("admission controller %s: informers have not synced", path)
 		}
+		if c, ok := rt.ctrl.(Checker); ok {
+			if err := c.Check(); err != nil {
+				return fmt.Errorf("admission controller %s: %w", path, err)
+			}
+		}
 	}
 	if s.certs == nil {
 		return nil // NewHandler's: the serving server checks its own

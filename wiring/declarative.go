@@ -163,7 +163,7 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 	impl := newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
 		list = gla(ctx, handler)
 		gla(ctx, controller.HandleAll(func(any) { h.bindingChanged(setKey) }))
-		h.prober = b.prober(ctx, list, fieldManager+"-probe")
+		h.prober = b.prober(ctx, list, fieldManager+"-probe", "the webhook stays in the path")
 		return list
 	}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
 		h.AdmissionReconciler = ac
@@ -246,13 +246,16 @@ func isPolicyBinding(obj any, policyName string) bool {
 }
 
 // prober is the kind's probe of its admission path (see prober), listing
-// the Bindings through list.
-func (b *Kind) prober(ctx context.Context, list psbinding.ListAll, fieldManager string) *prober {
+// the Bindings through list; a refused probe is reported as a fault that
+// holds what (probeFaults).
+func (b *Kind) prober(ctx context.Context, list psbinding.ListAll, fieldManager, what string) *prober {
 	excluded := ExcludedNamespaces(ctx)
 	return &prober{
-		kube: injection.KubeClient(ctx), dyn: injection.DynamicClient(ctx), mapper: injection.RESTMapper(ctx),
+		namespaces: injection.DuckInformerFactory(ctx), dyn: injection.DynamicClient(ctx), mapper: injection.RESTMapper(ctx),
 		resource: b.GVR.GroupResource(), list: list, fieldManager: fieldManager, specPath: b.SpecPath,
 		excluded: func(ns string) bool { return slices.Contains(excluded, ns) },
+		faults: &probeFaults{logger: logging.FromContext(ctx).With(zap.String("resource", b.GVR.GroupResource().String())),
+			recorder: controller.NewEventRecorder(ctx, injection.KubeClient(ctx), nil, fieldManager), what: what},
 	}
 }
 
@@ -289,7 +292,10 @@ func (r *retiringAdmission) Reconcile(ctx context.Context, key string) error {
 	}
 	if inPath {
 		res, ok, err := r.prober.probe(ctx)
+		r.faults().report(err)
 		switch {
+		case isRefusal(err):
+			return controller.NewRequeueAfter(refusalRetry) // reported: logged, evented, unready
 		case err != nil:
 			r.logger.Info("probe of the admission path failed; the admission policy stays until the webhook is seen in the path", zap.Error(err))
 			return controller.NewRequeueAfter(probeRetry)
@@ -342,7 +348,7 @@ func (b *Kind) webhookAdmission(ctx context.Context, opts Options, gla psbinding
 		cfg.WebhookOff = r.leaving.Load
 		impl = newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
 			list := gla(ctx, handler)
-			r.prober = b.prober(ctx, list, fieldManager+"-probe")
+			r.prober = b.prober(ctx, list, fieldManager+"-probe", "the admission policy stays beside the webhook")
 			r.list = list
 			return list
 		}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {

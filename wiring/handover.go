@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -16,16 +17,20 @@ import (
 	"github.com/bindkit/bindkit/controller"
 	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/webhook"
 )
 
 // How a path is seen in force: probesInForce probes in a row, probeInterval
 // apart (with several kube-apiservers, each probe may reach another), the
-// next attempt probeRetry after a probe that failed.
+// next attempt probeRetry after a probe that failed, refusalRetry after
+// one the kube-apiserver refused (an operator's change ends that, not
+// time).
 const (
 	probeKeyPrefix = "probe/"
 	probesInForce  = 3
 	probeInterval  = 200 * time.Millisecond
 	probeRetry     = 2 * time.Second
+	refusalRetry   = 15 * time.Second
 )
 
 // handover is a declarative kind's admission by MutatingAdmissionPolicy:
@@ -103,6 +108,7 @@ func (h *handover) Promote(enqueue func(string)) {
 func (h *handover) Demote() {
 	h.AdmissionReconciler.Demote()
 	h.objects.Demote()
+	h.faults().clear()
 	h.inForce.Store(false)
 	h.mu.Lock()
 	h.seen, h.all = 0, true
@@ -214,7 +220,10 @@ func (h *handover) reconcileProbe(ctx context.Context) error {
 		_, err := policy.MutatingPolicyBinding(h.opts, bindingRef(b))
 		return err == nil
 	})
+	h.faults().report(err)
 	switch {
+	case isRefusal(err):
+		return controller.NewRequeueAfter(refusalRetry) // reported: logged, evented, unready
 	case err != nil:
 		h.logger.Info("probe of the admission path failed; the webhook stays in the path", zap.Error(err))
 		return controller.NewRequeueAfter(probeRetry)
@@ -243,6 +252,47 @@ func (h *handover) reconcileProbe(ctx context.Context) error {
 		zap.String("probedWith", res.binding), zap.Int("bindingsProbed", probed))
 	h.enqueue(h.AdmissionReconciler.Key())
 	return nil
+}
+
+// Check implements webhook.Checker: the refusal of the last probe round.
+func (h *handover) Check() error { return h.faults().Check() }
+
+// Check implements webhook.Checker: the refusal of the last probe round.
+func (r *retiringAdmission) Check() error { return r.faults().Check() }
+
+// Demote implements controller.LeaderAware: a replica that no longer
+// probes no longer reports a refusal (whoever leads next probes again).
+func (r *retiringAdmission) Demote() {
+	r.AdmissionReconciler.Demote()
+	r.faults().clear()
+}
+
+// Check implements webhook.Checker: the inner reconciler's, when it has one.
+func (w *withGuard) Check() error {
+	if c, ok := w.inner.(webhook.Checker); ok {
+		return c.Check()
+	}
+	return nil
+}
+
+func (h *handover) faults() *probeFaults {
+	if h.prober == nil {
+		return nil
+	}
+	return h.prober.faults
+}
+
+func (r *retiringAdmission) faults() *probeFaults {
+	if r.prober == nil {
+		return nil
+	}
+	return r.prober.faults
+}
+
+// isRefusal reports whether err is a probe round with refused probes.
+func isRefusal(err error) bool {
+	var r *refusal
+	return errors.As(err, &r)
 }
 
 // notifyingObject calls changed when its Object is created or restored.

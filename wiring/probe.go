@@ -1,14 +1,17 @@
 package wiring
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -21,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/psbinding"
@@ -36,14 +38,19 @@ import (
 // Binding's record away), labelled psbinding.ProbeLabel. The policy, in
 // force, records the Binding at its published generation on the result;
 // the webhook, called, marks it with psbinding.ProbeAnswerAnnotation and
-// changes nothing else. Nothing is stored. It needs create (and patch) on
-// the subjects' kinds: a dry run is authorized as the write it simulates.
+// changes nothing else. Nothing is stored. It needs create on the
+// subjects' kinds, and get and patch on a kind whose existing object a
+// Binding names: a dry run is authorized as the write it simulates. It
+// reads namespaces from the process's slim namespaces cache (list and
+// watch, which every bindkit process has), never with a get.
 type prober struct {
-	kube     kubernetes.Interface
-	dyn      dynamic.Interface
-	mapper   meta.RESTMapper
-	resource schema.GroupResource // the Bindings'
-	list     psbinding.ListAll
+	// namespaces is the cache of the namespaces' metadata (exclude
+	// label, deletion), shared with the reconcilers.
+	namespaces duck.InformerFactory
+	dyn        dynamic.Interface
+	mapper     meta.RESTMapper
+	resource   schema.GroupResource // the Bindings'
+	list       psbinding.ListAll
 	// excluded says whether admission never acts in a namespace.
 	excluded func(ns string) bool
 	// fieldManager names the probe's writes: not the reconciler's, whose
@@ -53,6 +60,11 @@ type prober struct {
 	// (declarative.InBinding), is where: the policy applies it at the
 	// Binding's generation, published or not.
 	specPath string
+	// faults reports the rounds the kube-apiserver refused.
+	faults *probeFaults
+	// namespaceWait bounds the wait for the namespaces' cache. Default:
+	// namespaceSyncWait.
+	namespaceWait time.Duration
 }
 
 // probeResult is what one probe saw.
@@ -63,7 +75,8 @@ type probeResult struct {
 
 // probe dry-runs one object; ok is false when no Binding can be probed
 // with (none is published, or none names a built-in kind where admission
-// acts): then there is nothing to admit either.
+// acts): then there is nothing to admit either. A refusal (see refused)
+// is an error, whatever else was probed.
 func (p *prober) probe(ctx context.Context) (res probeResult, ok bool, err error) {
 	res, probed, err := p.probeWhile(ctx, func(psbinding.Bindable) bool { return true }, func(probeResult) bool { return false })
 	return res, probed > 0, err
@@ -78,9 +91,16 @@ func (p *prober) probeEach(ctx context.Context, want func(psbinding.Bindable) bo
 
 // probeWhile probes with the Bindings want accepts, in namespace and name
 // order, for as long as more says of the last result. A Binding whose
-// probe fails (its namespace is going away, a quota refuses the object)
-// does not hold the handover back while another can be probed with: the
-// first error is reported only when none could. res is the first result
+// probe fails for a reason of its own (its namespace is going away, the
+// kube-apiserver is slow to answer) does not hold the handover back
+// while another can be probed with: that error is reported only when
+// none could. A probe the kube-apiserver refuses (see refused: the
+// process may not read or dry-run what the probe needs) is always
+// reported, as a *refusal naming every Binding refused: the handover
+// cannot tell where that Binding's subjects are admitted, and an operator
+// must act. A Binding whose namespace the cache has not seen yet (new
+// beside its Binding) holds the round too, with an error: it is not gone,
+// and its subjects are not yet seen admitted. res is the first result
 // that stopped it, else the first.
 func (p *prober) probeWhile(ctx context.Context, want func(psbinding.Bindable) bool, more func(probeResult) bool) (res probeResult, probed int, err error) {
 	bindings, err := p.list()
@@ -90,20 +110,36 @@ func (p *prober) probeWhile(ctx context.Context, want func(psbinding.Bindable) b
 	slices.SortFunc(bindings, func(a, b psbinding.Bindable) int {
 		return strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
 	})
-	var failed error
+	var (
+		failed, held error
+		refusal      refusal
+	)
+	fail := func(b psbinding.Bindable, err error) {
+		err = fmt.Errorf("probe with binding %s/%s: %w", b.GetNamespace(), b.GetName(), err)
+		switch {
+		case refused(err):
+			refusal.add(b, err)
+		case errors.Is(err, errNamespaceNotCached):
+			held = cmp.Or(held, err)
+		case failed == nil:
+			failed = err
+		}
+	}
 	for _, b := range bindings {
 		if !want(b) {
 			continue
 		}
-		target, published := p.target(ctx, b)
+		target, published, err := p.target(ctx, b)
+		if err != nil {
+			fail(b, err)
+			continue
+		}
 		if !published {
 			continue
 		}
 		got, err := p.dryRun(ctx, target)
 		if err != nil {
-			if failed == nil {
-				failed = fmt.Errorf("probe with binding %s/%s: %w", b.GetNamespace(), b.GetName(), err)
-			}
+			fail(b, err)
 			continue
 		}
 		by := duck.BoundBy{Resource: p.resource, Name: b.GetName(), UID: b.GetUID()}
@@ -117,8 +153,11 @@ func (p *prober) probeWhile(ctx context.Context, want func(psbinding.Bindable) b
 			res = r
 		}
 		if !more(r) {
-			return r, probed, nil
+			return r, probed, cmp.Or(refusal.err(), held)
 		}
+	}
+	if err := cmp.Or(refusal.err(), held); err != nil {
+		return res, probed, err
 	}
 	if probed == 0 {
 		return probeResult{}, 0, failed
@@ -135,35 +174,79 @@ type probeTarget struct {
 }
 
 // target builds the probe object for b, when b has published a Spec and
-// names subjects the policy binds, in a namespace where admission acts.
-func (p *prober) target(ctx context.Context, b psbinding.Bindable) (probeTarget, bool) {
+// names subjects the policy binds, in a namespace where admission acts
+// (published false otherwise: nothing to probe with b). An error is a
+// probe that could not be built: its namespace unread, say.
+func (p *prober) target(ctx context.Context, b psbinding.Bindable) (_ probeTarget, published bool, _ error) {
 	if b.GetDeletionTimestamp() != nil || p.excluded(b.GetNamespace()) {
-		return probeTarget{}, false
+		return probeTarget{}, false, nil
 	}
 	gen, applied := p.applied(b)
 	if !applied {
-		return probeTarget{}, false
+		return probeTarget{}, false, nil
 	}
 	ref := b.GetSubject()
 	if (ref.Namespace != "" && ref.Namespace != b.GetNamespace()) || (ref.Selector != nil && len(ref.Selector.MatchExpressions) > 0) {
-		return probeTarget{}, false
+		return probeTarget{}, false, nil
 	}
 	gvk, err := ref.GroupVersionKind()
 	if err != nil {
-		return probeTarget{}, false
+		return probeTarget{}, false, nil
 	}
 	mapping, err := p.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return probeTarget{}, false
+		return probeTarget{}, false, nil // a kind the kube-apiserver does not serve: the policy binds none
 	}
-	if ns, err := p.kube.CoreV1().Namespaces().Get(ctx, b.GetNamespace(), metav1.GetOptions{}); err != nil || ns.Labels[psbinding.ExcludeLabel] == "true" || ns.DeletionTimestamp != nil {
-		return probeTarget{}, false
+	ns, err := p.namespace(ctx, b.GetNamespace())
+	if err != nil {
+		return probeTarget{}, false, err
+	}
+	if ns.GetLabels()[psbinding.ExcludeLabel] == "true" || ns.GetDeletionTimestamp() != nil {
+		return probeTarget{}, false, nil // excluded or going: nothing is admitted there
 	}
 	obj, err := probeObject(gvk, b.GetNamespace(), ref)
 	if err != nil {
-		return probeTarget{}, false
+		return probeTarget{}, false, err
 	}
-	return probeTarget{gvr: mapping.Resource, obj: obj, by: duck.BoundBy{Resource: p.resource, Name: b.GetName(), UID: b.GetUID()}, generation: gen}, true
+	return probeTarget{gvr: mapping.Resource, obj: obj, by: duck.BoundBy{Resource: p.resource, Name: b.GetName(), UID: b.GetUID()}, generation: gen}, true, nil
+}
+
+// errNamespaceNotCached: the namespaces' cache has not seen a Binding's
+// namespace yet.
+var errNamespaceNotCached = errors.New("not in the namespaces' cache yet")
+
+// namespacesGVR is the resource of the namespaces the probe reads.
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// namespaceSyncWait bounds the wait for the namespaces' cache, which the
+// reconcilers have usually filled long before: a cache that does not
+// sync (list or watch of namespaces refused) fails the probe rather than
+// holding it.
+const namespaceSyncWait = 30 * time.Second
+
+// namespace returns the metadata of the namespace name from the cache;
+// one the cache has not seen is errNamespaceNotCached.
+func (p *prober) namespace(ctx context.Context, name string) (metav1.Object, error) {
+	wait, cancel := context.WithTimeout(ctx, cmp.Or(p.namespaceWait, namespaceSyncWait))
+	defer cancel()
+	_, lister, err := p.namespaces.Get(wait, namespacesGVR)
+	if err != nil {
+		if ctx.Err() == nil {
+			// Not this probe's end but the cache's: a fault.
+			err = fmt.Errorf("%w: %w", errNamespacesUnsynced, err)
+		}
+		return nil, fmt.Errorf("read namespace %s: %w", name, err)
+	}
+	obj, err := lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		// A Binding's namespace exists while the Binding does (deleting a
+		// namespace deletes its Bindings first): the cache lags.
+		return nil, fmt.Errorf("read namespace %s: %w", name, errNamespaceNotCached)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read namespace %s: %w", name, err)
+	}
+	return meta.Accessor(obj)
 }
 
 // applied says whether the policy applies b, and at which generation: the

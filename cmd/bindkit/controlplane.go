@@ -45,6 +45,10 @@ const allMinors = "all"
 func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
 	minor := fs.String("minor", envtest.NewestMinor, "the Kubernetes `minor` to build (one of "+strings.Join(envtest.SupportedMinors(), ", ")+"), or "+allMinors+" for every one")
+	run := fs.Bool("run", false, "then start a control plane of that minor, install the kind of -config into it, print how to run the kind's controller against it, and keep it running until Ctrl-C")
+	config := fs.String("config", "config", "with -run: the kind's config `directory`, whose Namespace, CRDs, admission policies and webhook configuration (pointed at 127.0.0.1) are installed")
+	webhookPort := fs.Int("webhook-port", 8443, "with -run: the `port` on 127.0.0.1 where the controller will serve its webhook")
+	workloads := fs.Bool("workloads", false, "with -run: also run kube-scheduler and kwok's fake nodes, so that workloads' pods are scheduled and become Ready")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: bindkit controlplane [flags]
 
@@ -63,11 +67,23 @@ minor whose binaries are in the cache is not built again.
 kwok (for envtest's Workloads option) is built beside them once, unless one
 of the same version is among the binaries found.
 
+With -run it then starts that control plane (etcd, kube-apiserver,
+kube-controller-manager; -workloads adds kube-scheduler and kwok's fake
+nodes), installs the kind of -config (its Namespace, CRDs, admission
+policies and aggregated roles, and its webhook configuration pointed at
+https://127.0.0.1:<-webhook-port>), prints the kubeconfig and the command
+that runs the kind's controller against it, and keeps it running until
+Ctrl-C, which stops it and removes everything:
+  go tool bindkit controlplane -run
+
 Flags:`)
 		fs.PrintDefaults()
 	}
 	if err := parseFlagsOnly(fs, args, stderr); err != nil {
 		return err
+	}
+	if *run && *minor == allMinors {
+		return fmt.Errorf("-run starts one minor; -minor %s names every one", allMinors)
 	}
 	releases := envtest.Releases()
 	if *minor != allMinors {
@@ -97,6 +113,9 @@ Flags:`)
 		if err := buildKwok(ctx, dir, stdout); err != nil {
 			return fmt.Errorf("building kwok %s into %s: %w", envtest.Kwok, dir, err)
 		}
+	}
+	if *run {
+		return runLocal(ctx, releases[0].Minor, *config, *webhookPort, *workloads, stdout)
 	}
 	return nil
 }

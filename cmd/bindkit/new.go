@@ -230,15 +230,40 @@ func writeScaffold(dir string, data scaffoldData) error {
 // initModule makes dir a module that requires bindkit (the version running,
 // else the latest; or the checkout replace names) with cmd/bindkit as a
 // tool, and resolves its dependencies.
+// replacePath is the checkout at replace (relative to the working
+// directory) as the new module's go.mod names it: relative to the module
+// in dir, so that the two move together (a path go.mod reads as a
+// directory starts with ./ or ../). Paths on different volumes stay
+// absolute.
+func replacePath(dir, replace string) (string, error) {
+	abs, err := filepath.Abs(replace)
+	if err != nil {
+		return "", err
+	}
+	moduleDir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(moduleDir, abs)
+	if err != nil {
+		return abs, nil
+	}
+	rel = filepath.ToSlash(rel)
+	if !strings.HasPrefix(rel, "../") && rel != ".." {
+		rel = "./" + rel
+	}
+	return rel, nil
+}
+
 func initModule(ctx context.Context, dir, module, replace string, stdout, stderr io.Writer) error {
 	tool := bindkitModule + "/cmd/bindkit"
 	steps := [][]string{{"mod", "init", module}}
 	if replace != "" {
-		abs, err := filepath.Abs(replace)
+		target, err := replacePath(dir, replace)
 		if err != nil {
 			return err
 		}
-		steps = append(steps, []string{"mod", "edit", "-require=" + bindkitModule + "@v0.0.0-00010101000000-000000000000", "-replace=" + bindkitModule + "=" + abs, "-tool=" + tool})
+		steps = append(steps, []string{"mod", "edit", "-require=" + bindkitModule + "@v0.0.0-00010101000000-000000000000", "-replace=" + bindkitModule + "=" + target, "-tool=" + tool})
 	} else {
 		version := "latest"
 		if info, ok := debug.ReadBuildInfo(); ok && info.Main.Path == bindkitModule && info.Main.Version != "" && info.Main.Version != "(devel)" {

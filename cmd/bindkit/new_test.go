@@ -98,7 +98,7 @@ func TestNewScaffoldsAPassingModule(t *testing.T) {
 
 	// The README's tutorial, applied to the module as it tells: each Go
 	// snippet of "Writing a Binding" is a file, named on its first line.
-	snippets := readmeSnippets(t, "../../README.md", "## Writing a Binding")
+	snippets := readmeSnippets(t, "../../docs/getting-started.md", "## Writing a Binding")
 	for path, content := range snippets {
 		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(path)), []byte(content), 0o644); err != nil {
 			t.Fatalf("README snippet %s: %v", path, err)
@@ -231,5 +231,25 @@ func decodeYAML(t *testing.T, path string, into any) {
 	}
 	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(into); err != nil {
 		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// TestReplacePathIsRelativeToTheModule: -replace writes a path relative to
+// the new module, so the two move together.
+func TestReplacePathIsRelativeToTheModule(t *testing.T) {
+	tests := []struct{ dir, replace, want string }{
+		{"../envbinding", ".", "../bindkit"}, // the working directory is cmd/bindkit
+		{"envbinding", ".", ".."},
+		{"a/b/envbinding", "..", "../../../.."},
+		{"envbinding", "envbinding/vendor/bindkit", "./vendor/bindkit"},
+	}
+	for _, tc := range tests {
+		got, err := replacePath(tc.dir, tc.replace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("replacePath(%q, %q) = %q, want %q", tc.dir, tc.replace, got, tc.want)
+		}
 	}
 }

@@ -232,11 +232,11 @@ func TestNewcomersKindsOnAControlPlane(t *testing.T) {
 	}
 }
 
-// readmeDeclarative returns the methods of the README's declarative kind,
-// from Declare to the end of its Go snippet.
+// readmeDeclarative returns the methods of the author's guide's
+// declarative kind, from Declare to the end of its Go snippet.
 func readmeDeclarative(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile("../../docs/authors-guide.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func readmeDeclarative(t *testing.T) string {
 	block, _, ok3 := strings.Cut(block, "```\n")
 	i := strings.Index(block, "func (b *SinkBinding) Declare()")
 	if !ok || !ok2 || !ok3 || i < 0 {
-		t.Fatal("README.md has no declarative SinkBinding's Declare in a Go snippet of its section Declarative Bindings")
+		t.Fatal("docs/authors-guide.md has no declarative SinkBinding's Declare in a Go snippet of its section Declarative Bindings")
 	}
 	return block[i:]
 }

@@ -1,5 +1,7 @@
 // Package sharedmain runs several controllers and bindkit's admission
-// webhook in one process.
+// webhook in one process. It is the one place flags, clients, leader
+// election, certificates, probes, metrics and shutdown are set up, so a
+// binary's main is one call.
 //
 // A binary's main lists its controller constructors and nothing else:
 //
@@ -27,7 +29,8 @@
 // MutatingAdmissionPolicy, "policy", the default, or by the webhook),
 // --metrics-address, --metrics-secure, --metrics-cert-dir and
 // --listen-addresses-file;
-// each is a field of Flags), stops
+// each is a field of Flags; --version prints the module version and VCS
+// revision the binary was built from, ReadBuildInfo, and exits 0), stops
 // on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped
 // like knative's, takes its settings from the context (WithFlags,
@@ -117,8 +120,9 @@
 // Binding resource; the certificates' expiry and rotations; leadership per
 // controller; Bindings in each admission index; and the Go runtime's and
 // the process's. Package metrics defines them (metrics.Families) and the
-// README lists them. The registry is the process's own, never the global
-// one; WithMetricsRegistry hands Run one to use instead.
+// operator's guide (docs/operators-guide.md) lists them. The registry is
+// the process's own, never the global one; WithMetricsRegistry hands Run
+// one to use instead.
 //
 // They are served over HTTPS, and only to a caller whose bearer token the
 // kube-apiserver authenticates (a TokenReview) as a user it authorizes to

@@ -50,12 +50,16 @@ const CacheSyncTimeout = 2 * time.Minute
 // Main runs the controllers ctors build, and the admission webhook if any
 // of them is an admission controller, as the process component: it parses
 // os.Args (see ParseFlags), stops on SIGINT or SIGTERM and returns after a
-// signal-driven shutdown. It exits 2 on a bad command line (0 for -h) and
-// 1, with the reason on stderr, when start-up or a component fails.
+// signal-driven shutdown. It exits 2 on a bad command line (0 for -h, and
+// for --version, which prints ReadBuildInfo to stdout) and 1, with the
+// reason on stderr, when start-up or a component fails.
 func Main(component string, ctors ...Constructor) {
 	flags, err := ParseFlags(component, os.Args[1:], os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, ErrVersion):
+		fmt.Print(ReadBuildInfo())
 		os.Exit(0)
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)
@@ -178,10 +182,11 @@ func (p *process) campaign(ctx, ictx context.Context, namespace string, kube kub
 // waitForCaches starts the ConfigMap watcher and the informers on base and
 // waits for them at most CacheSyncTimeout, and no longer than ctx.
 func (p *process) waitForCaches(ctx, base context.Context, cmw *configmap.InformedWatcher, informers *injection.InformerSet) error {
-	syncCtx, cancel := context.WithTimeout(ctx, CacheSyncTimeout)
+	syncCtx, cancel := context.WithTimeoutCause(ctx, CacheSyncTimeout, fmt.Errorf("caches not synced within %s (CacheSyncTimeout)", CacheSyncTimeout))
 	defer cancel()
 	// The watcher runs on base but its start-up is bounded by syncCtx:
-	// Shutdown makes a pending Start return.
+	// Shutdown makes a pending Start return (configmap's test
+	// TestInformedWatcherStartReturnsWhenItsCacheCannotSync).
 	started := make(chan error, 1)
 	go func() { started <- cmw.Start(base) }()
 	select {
