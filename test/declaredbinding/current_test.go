@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -160,12 +161,18 @@ func (r *rig) waitComplete(name string, gen int64) {
 	})
 }
 
-// patch merge-patches the Binding.
+// patch merge-patches the Binding, retrying a refusal as unavailable as
+// create does (the kube-apiserver's admission policies may not know the
+// CRD's kind yet).
 func (r *rig) patch(name, patch string) {
 	r.t.Helper()
-	if _, err := r.dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(r.ns).Patch(r.t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		r.t.Fatal(err)
-	}
+	r.poll("DeclaredBinding "+name+" to be patched", func() (string, error) {
+		_, err := r.dyn.Resource(v1alpha1.GroupVersionResource()).Namespace(r.ns).Patch(r.t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if apierrors.IsServiceUnavailable(err) {
+			return err.Error(), nil
+		}
+		return "", err
+	})
 }
 
 // deployments lists the namespace's Deployments by name.
