@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -226,6 +227,89 @@ func TestNoOpEditChangesNoGenerationThroughExampleBinary(t *testing.T) {
 	late := createdBound(t, kube, ns, "late", "https://sink.example.com/1")
 	if gen, _ := duck.BoundGeneration(late.Annotations, boundBy(t, dyn, ns, "sink")); gen != 2 {
 		t.Errorf("Deployment late records generation %d, want 2", gen)
+	}
+	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
+}
+
+// TestPlanOfRecordsOnlyThroughExampleBinary: three running Deployments
+// already carry what a paused Binding, rolled out one at a time, would
+// set (K_SINK at its value, set by hand before the Binding existed).
+// kubectl bindkit plan counts three records-only subjects and no template
+// change, and exits 0 (it exited 3: the controller's plan lists template
+// changes only, and the plugin took the three for changes not shown);
+// resumed, the three are recorded at the generation at once, their pod
+// templates as they were.
+func TestPlanOfRecordsOnlyThroughExampleBinary(t *testing.T) {
+	env := controlPlane.Env(t)
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ns := env.CreateNamespace(t, "records-")
+	const sink = "https://sink.example.com/records"
+	for _, name := range names("app", 3) {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "web"}},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: new(int32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"name": name}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1",
+						Env: []corev1.EnvVar{{Name: "K_SINK", Value: sink}}}}},
+				},
+			},
+		}
+		if _, err := kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rollout.Poll(t, 3*time.Minute, "the 3 Deployments to roll out", func() string {
+		n := 0
+		for _, d := range deployments(t, kube, ns) {
+			if rollout.RolledOut(t, d) {
+				n++
+			}
+		}
+		return map[bool]string{true: "", false: fmt.Sprintf("%d of 3 rolled out", n)}[n == 3]
+	})
+	before := deployments(t, kube, ns)
+	rollout.StartController(t, env)
+	b := rollout.SinkBinding(ns, "sink", map[string]any{"app": "web"}, sink, "",
+		map[string]any{psbinding.RolloutMaxChangingAnnotation: "1", psbinding.RolloutPausedAnnotation: "true"})
+	if _, err := dyn.Resource(sinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var view planView
+	code := kubectlJSON(t, env, &view, "plan", "sinkbinding/sink", "-n", ns, "--timeout", "2m")
+	wantCode(t, "plan -o json", code, exitOK)
+	if p := view.Plan; p == nil || p.Bind != 3 || p.RecordsOnly != 3 || p.TemplateChanges != 0 || len(p.Waves) != 0 || len(p.Changes) != 0 {
+		t.Errorf("plan %+v: want 3 to bind, all 3 records only, no wave, no template change", p)
+	}
+	out, code := kubectl(t, env, "plan", "sinkbinding/sink", "-n", ns)
+	wantCode(t, "plan", code, exitOK)
+	wantLines(t, "plan", out,
+		"3 subjects selected: 3 to bind, 0 to unbind, 0 unchanged",
+		"0 template changes, 3 records only",
+		"no pod template changes: resuming writes bindkit's records only")
+
+	out, code = kubectl(t, env, "rollout", "resume", "sinkbinding/sink", "-n", ns)
+	wantCode(t, "rollout resume", code, exitOK)
+	rollout.Poll(t, time.Minute, "generation 1 in force", func() string {
+		got := getBinding(t, dyn, ns, "sink")
+		if readyReason(got) != "Ready" || !got.Status.Rollout.Complete(got.Generation) {
+			return fmt.Sprintf("Ready reason %q, rollout %+v", readyReason(got), got.Status.Rollout)
+		}
+		return ""
+	})
+	by := boundBy(t, dyn, ns, "sink")
+	for name, d := range deployments(t, kube, ns) {
+		if gen, _ := duck.BoundGeneration(d.Annotations, by); gen != 1 {
+			t.Errorf("Deployment %s records generation %d, want 1: %q", name, gen, d.Annotations[duck.BoundAnnotation])
+		}
+		if !equality.Semantic.DeepEqual(d.Spec.Template, before[name].Spec.Template) {
+			t.Errorf("Deployment %s: pod template changed by a records-only rollout:\nbefore %+v\nafter  %+v", name, before[name].Spec.Template, d.Spec.Template)
+		}
 	}
 	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
