@@ -19,6 +19,34 @@ type Declarer interface {
 	Declare() Spec
 }
 
+// InBinding is a Declarer whose Spec its user writes in the Binding
+// itself, at DeclaredPath (a field of type Spec, "spec.declare" say), and
+// whose Declare returns that field as it is. Such a kind is admitted by the
+// MutatingAdmissionPolicy with the Binding's current spec, read by the
+// kube-apiserver from the Binding, with no bindkit process running, and
+// recorded at the Binding's generation; a kind whose Declare computes its
+// Spec in Go is admitted with the Spec its controller last published
+// (Status). The controller publishes Status for both: it is what
+// operators read.
+//
+// The contract, which wiring.New checks at construction where it can:
+//
+//   - DeclaredPath is a dotted path of JSON field names, at which the
+//     Binding's JSON holds the Spec Declare returns, field for field: no
+//     default filled in, nothing computed.
+//   - The field's schema in the kind's CRD is Spec's, as bindkit generate
+//     writes it from the type: Spec's markers make the kube-apiserver
+//     refuse, at the Binding's write, what Validate refuses (names, one
+//     source per volume, images, entries of one name twice, bounds), so
+//     that no value the policy applies with no process to check it makes
+//     a pod template invalid. The controller still validates each
+//     generation; one it reports invalid (Ready False, BindingInvalid, at
+//     its generation) is skipped at admission, as on the webhook.
+type InBinding interface {
+	Declarer
+	DeclaredPath() string
+}
+
 // Status is the status of a declarative Binding: the duck status every
 // Binding has, and the Spec the Binding last published, which the
 // MutatingAdmissionPolicy reads (policy.DefaultDeclaredPath).

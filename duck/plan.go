@@ -34,9 +34,12 @@ type PlanStatus struct {
 	// UndoneFrom, when set, is the Binding's generation the plan undoes.
 	// +optional
 	UndoneFrom int64 `json:"undoneFrom,omitempty"`
-	// Total counts the subjects the Binding selects.
+	// Total counts the subjects the Binding selects that can be bound:
+	// not labelled bindings.bindkit.dev/exclude, not being deleted.
 	Total int `json:"total"`
-	// Unchanged counts those that carry Generation already.
+	// Unchanged counts those that carry Generation already: recorded at
+	// it, or at an earlier generation whose change is Generation's (an
+	// edit that changes no template writes nothing to them).
 	Unchanged int `json:"unchanged"`
 	// Bind counts the subjects the plan binds to Generation (they carry
 	// no generation of the Binding, or another one).
@@ -44,7 +47,21 @@ type PlanStatus struct {
 	// Unbind counts the subjects it unbinds: they carry the Binding but
 	// it no longer selects them.
 	Unbind int `json:"unbind"`
-	// Waves are the waves the rollout policy would take, in order.
+	// TemplateChanges counts, of Bind and Unbind, the subjects whose pod
+	// template the plan changes: the waves take them, and their pods
+	// roll. A subject that could not be read counts here. It is written
+	// by every bindkit that writes RecordsOnly; a plan without it (an
+	// older bindkit's) counts every subject of Bind and Unbind as one.
+	// +optional
+	TemplateChanges int `json:"templateChanges"`
+	// RecordsOnly counts, of Bind and Unbind, the subjects whose pod
+	// template stays as it is: only the records bindkit keeps on them
+	// change, all at once when the rollout resumes, in no wave and
+	// rolling no pod. TemplateChanges + RecordsOnly = Bind + Unbind.
+	// +optional
+	RecordsOnly int `json:"recordsOnly"`
+	// Waves are the waves the rollout policy would take, in order, of
+	// the template changes.
 	// +optional
 	// +kubebuilder:validation:MaxItems=50
 	Waves []PlanWave `json:"waves,omitempty"`

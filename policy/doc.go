@@ -20,7 +20,9 @@
 // MutatingPolicy builds the second: the MutatingAdmissionPolicy that
 // admits the subjects of a declarative Binding kind (package declarative)
 // in the kube-apiserver, from the Spec each Binding publishes in its
-// status, in place of the webhook. MutatingPolicyBinding binds it once per
+// status, or, for a kind whose users write the Spec in the Binding itself
+// (MutatingPolicyOptions.SpecPath), from the Binding's current spec with
+// no process running, in place of the webhook. MutatingPolicyBinding binds it once per
 // Binding, with the Binding's namespace and subject selector as match
 // resources, so that the kube-apiserver evaluates only the Bindings that
 // can name an object; a BindingSet (an Object whose objects follow the

@@ -75,6 +75,18 @@ type MutatingPolicyOptions struct {
 	// the Spec was computed from, which the policy records on the subjects
 	// it binds. Default: DefaultDeclaredGenerationPath.
 	DeclaredGenerationPath string
+	// SpecPath, if set, is the dotted path, in the Binding, of its Spec
+	// as its user writes it (a declarative.InBinding's DeclaredPath,
+	// "spec.declare" say), which the policy applies in place of the Spec
+	// the controller publishes at DeclaredPath (then not read, nor
+	// DeclaredGenerationPath): the Binding's current spec, with no process
+	// running, recorded at the generation the kube-apiserver reads
+	// (params.metadata.generation). The kind's CRD validates the Spec at
+	// the Binding's write (declarative.Spec's markers); a Binding whose
+	// controller reports its current generation invalid (Ready False,
+	// reason BindingInvalid, at that generation) is skipped, and one
+	// without the field declares nothing.
+	SpecPath string
 	// Shapes are the subject resources and where their pod spec is.
 	// Default: DefaultWorkloadShapes.
 	Shapes []WorkloadShape
@@ -133,7 +145,11 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 //     (new, created while its controller is down, invalid, or too large
 //     to publish) is skipped, never an error, as the webhook skips a
 //     Binding it has not indexed yet; the reconciler binds the subjects
-//     it can once the Binding is published;
+//     it can once the Binding is published. With SpecPath, the Spec is
+//     the one the Binding holds now, at its generation, and only a
+//     Binding its controller reports invalid at that generation is
+//     skipped: an edit made while no process runs is applied by the next
+//     create, recorded at the edit's generation;
 //   - it is not being deleted, and its subject names the object:
 //     apiVersion, kind, and name or selector.matchLabels (a selector
 //     with matchExpressions matches nothing here; an empty selector
@@ -163,7 +179,8 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 //     apiVersion) counts as different: the merge runs again, as it would
 //     without this test.
 //
-// The mutation merges the published Spec into the pod spec with an apply
+// The mutation merges the published Spec (or, with SpecPath, the
+// current one) into the pod spec with an apply
 // configuration (env entries and volume mounts into every container the
 // Spec does not add, volumes, containers and init containers by name) and
 // records the Binding, with its UID and the published generation, in the
@@ -239,6 +256,9 @@ func (opts MutatingPolicyOptions) name() (string, error) {
 // its subject, published Spec and generation, and rollout.
 type celPaths struct {
 	subject, declared, declaredGeneration, rollout string
+	// published is the test that the Binding has a Spec to apply, and a
+	// generation to record it at, that are valid to read.
+	published string
 	// entry is the Binding's BoundAnnotation entry at its published
 	// generation; key its prefix for any generation; legacyKey that of an
 	// entry written before records named UIDs.
@@ -265,9 +285,34 @@ func (opts MutatingPolicyOptions) paths() (celPaths, error) {
 	p := celPaths{subject: "params." + subject, declared: "params." + declared, declaredGeneration: "params." + generation, rollout: "params.status.rollout",
 		key:       "'" + gr + "/' + params.metadata.name + '@' + params.metadata.uid + ':'",
 		legacyKey: "'" + gr + "/' + params.metadata.name + ':'"}
+	p.published = "has(params.status) && has(" + p.declared + ") && has(" + p.declaredGeneration + ") && " +
+		"type(" + p.declaredGeneration + ") == int && " + p.declaredGeneration + " > 0 && type(" + p.declared + ") == map"
+	if opts.SpecPath != "" {
+		path, err := celPath("SpecPath", opts.SpecPath, "")
+		if err != nil {
+			return celPaths{}, err
+		}
+		// The current spec, at the generation the kube-apiserver reads:
+		// not one its controller reported invalid.
+		p.declared, p.declaredGeneration = "params."+path, "params.metadata.generation"
+		invalid := "has(params.status) && has(params.status.observedGeneration) && params.status.observedGeneration == params.metadata.generation && " +
+			"has(params.status.conditions) && params.status.conditions.exists(c, has(c.type) && c.type == 'Ready' && has(c.reason) && c.reason == '" + ReasonBindingInvalid + "')"
+		p.published = "has(params.metadata.generation) && params.metadata.generation > 0 && " + present(p.declared) + " && !(" + invalid + ")"
+	}
 	p.entry = p.key + " + string(" + p.declaredGeneration + ")"
 	p.others = annotationList(BoundAnnotation) + ".filter(e, e != '' && !e.startsWith('" + gr + "/' + params.metadata.name + '@') && !e.startsWith(" + p.legacyKey + "))"
 	return p, nil
+}
+
+// present is the test that every field of the dotted path (params.a.b...)
+// is there.
+func present(path string) string {
+	fields := strings.Split(path, ".")
+	tests := make([]string, 0, len(fields)-1)
+	for i := 2; i <= len(fields); i++ {
+		tests = append(tests, "has("+strings.Join(fields[:i], ".")+")")
+	}
+	return strings.Join(tests, " && ")
 }
 
 // annotationList is the comma-separated list annotation key of the object,
@@ -297,8 +342,7 @@ func (opts MutatingPolicyOptions) matchConditions(p celPaths, shapes []shapePath
 		"(has(" + s + ".name) && " + s + ".name != '' ? " + s + ".name == object.metadata.name : " +
 		"has(" + s + ".selector) && (!has(" + s + ".selector.matchExpressions) || size(" + s + ".selector.matchExpressions) == 0) && " +
 		"(!has(" + s + ".selector.matchLabels) || " + s + ".selector.matchLabels.all(k, has(object.metadata.labels) && k in object.metadata.labels && object.metadata.labels[k] == " + s + ".selector.matchLabels[k])))"
-	published := "has(params.status) && has(" + p.declared + ") && has(" + p.declaredGeneration + ") && " +
-		"type(" + p.declaredGeneration + ") == int && " + p.declaredGeneration + " > 0 && type(" + p.declared + ") == map"
+	published := p.published
 	notExcluded := "(!has(object.metadata.labels) || !('" + ExcludeLabel + "' in object.metadata.labels) || " +
 		"object.metadata.labels['" + ExcludeLabel + "'] != 'true')"
 	terms := []string{names, published, notExcluded}
@@ -437,6 +481,10 @@ func carried(p celPaths, shapes []shapePath) string {
 		"object.metadata.annotations['" + BoundAnnotation + "'] == " + boundValue(p.others, p.entry)
 	return "(" + recorded + " && (" + byShape(shapes, func(path string) string { return podSpecCarries(p.declared, path) }, "true") + "))"
 }
+
+// ReasonBindingInvalid is the Ready reason of a Binding whose Spec does
+// not validate (psbinding.ReasonBindingInvalid, repeated).
+const ReasonBindingInvalid = "BindingInvalid"
 
 // The rollout annotations the policy reads (psbinding's, repeated):
 // RolloutMaxChangingAnnotation, RolloutPausedAnnotation and

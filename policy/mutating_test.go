@@ -21,6 +21,7 @@ func TestMutatingPolicyRefusesBadOptions(t *testing.T) {
 	}{
 		{"no kind", policy.MutatingPolicyOptions{Resource: gvr}, "Kind"},
 		{"CEL in declared path", policy.MutatingPolicyOptions{Resource: gvr, Kind: "EnvBinding", DeclaredPath: "status.x || true"}, "DeclaredPath"},
+		{"CEL in spec path", policy.MutatingPolicyOptions{Resource: gvr, Kind: "EnvBinding", SpecPath: "spec.declare) || (true"}, "SpecPath"},
 		{"CEL in shape path", policy.MutatingPolicyOptions{Resource: gvr, Kind: "EnvBinding", Shapes: []policy.WorkloadShape{{"apps", "deployments", "spec.template['x']"}}}, "Shapes[0].PodSpecPath"},
 	}
 	for _, tc := range tests {

@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/bindkit/bindkit/duck"
 )
 
 func TestBindingEventHandlerIgnoresStatusOnlyUpdates(t *testing.T) {
@@ -31,6 +33,17 @@ func TestBindingEventHandlerIgnoresStatusOnlyUpdates(t *testing.T) {
 		{"finalizers", func(b *envBinding) { b.Finalizers = []string{"x/y"} }, true, false},
 		{"annotations", func(b *envBinding) { b.Annotations = map[string]string{SubjectKindsAnnotation: "apps/v1/Deployment"} }, true, true},
 		{"labels", func(b *envBinding) { b.Labels = map[string]string{"team": "a"} }, true, true},
+		// Admission reads whether the rollout of the generation is
+		// complete: a wave's progress is not passed on, its completion
+		// and a later halt are.
+		{"rollout progress", func(b *envBinding) {
+			b.ResourceVersion = "11"
+			b.Status.Rollout = &duck.RolloutStatus{Generation: 2, Updated: 3, Total: 5, Wave: 2}
+		}, false, false},
+		{"rollout completed", func(b *envBinding) {
+			b.ResourceVersion = "11"
+			b.Status.Rollout = &duck.RolloutStatus{Generation: 2, Updated: 5, Total: 5, Wave: 3}
+		}, false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,6 +61,16 @@ func TestBindingEventHandlerIgnoresStatusOnlyUpdates(t *testing.T) {
 				t.Errorf("IndexEventHandler passed on %d updates, want passed on %v", passed, tc.wantIndex)
 			}
 		})
+	}
+	// A halt of a generation whose rollout was complete is passed on.
+	complete, halted := base(), base()
+	complete.Status.Rollout = &duck.RolloutStatus{Generation: 2, Updated: 5, Total: 5, Wave: 3}
+	halted.ResourceVersion = "12"
+	halted.Status.Rollout = &duck.RolloutStatus{Generation: 2, Updated: 4, Total: 6, Wave: 4, Halted: []string{"new"}}
+	var passed int
+	IndexEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { passed++ }}).OnUpdate(complete, halted)
+	if passed != 1 {
+		t.Errorf("IndexEventHandler passed on %d updates of a complete rollout halted, want 1", passed)
 	}
 	var index []string
 	ih := IndexEventHandler(cache.ResourceEventHandlerFuncs{

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/tracker"
 )
 
@@ -132,22 +133,29 @@ func BindingEventHandler(enqueue func(obj any)) cache.ResourceEventHandler {
 
 // IndexEventHandler passes on to h the Binding events that can change what
 // admission does: adds, deletes, and updates of the generation, the
-// deletion timestamp, labels or annotations. Updates of the status or the
-// finalizers alone, which the reconciler writes for every Binding it
-// binds, are not: the admission index is rebuilt from all the Bindings on
-// each event passed on, so with a thousand Bindings every event skipped
-// saves a rebuild over all of them. Give it to a GetListAll in place of
-// the handler it would register.
+// deletion timestamp, labels or annotations, and of the part of the status
+// admission reads: whether the rollout of the Binding's generation is
+// complete (duck.RolloutStatus.Complete), so that a paced generation
+// whose rollout completed reaches subjects created afterwards at once,
+// and one halted after it completed reaches none from the moment the halt
+// is written. Other updates of the status (a wave's progress, conditions)
+// or of the finalizers alone, which the reconciler writes for every
+// Binding it binds, are not: the admission index is rebuilt from all the
+// Bindings on each event passed on, so with a thousand Bindings every
+// event skipped saves a rebuild over all of them. An object that is not a
+// Bindable is passed on whenever it changes. Give it to a GetListAll in
+// place of the handler it would register.
 func IndexEventHandler(h cache.ResourceEventHandler) cache.ResourceEventHandler {
-	return bindingEvents{next: h}
+	return bindingEvents{next: h, rollout: true}
 }
 
 // bindingEvents passes adds and deletes on to next, and the updates that
-// change a Binding's generation, deletion timestamp, labels, annotations
-// or, when finalizers is set, finalizers.
+// change a Binding's generation, deletion timestamp, labels, annotations,
+// or, when finalizers is set, finalizers, or, when rollout is set,
+// whether its rollout is complete (rolloutChanged).
 type bindingEvents struct {
-	next       cache.ResourceEventHandler
-	finalizers bool
+	next                cache.ResourceEventHandler
+	finalizers, rollout bool
 }
 
 func (e bindingEvents) OnAdd(obj any, isInInitialList bool) { e.next.OnAdd(obj, isInInitialList) }
@@ -159,9 +167,27 @@ func (e bindingEvents) OnUpdate(oldObj, newObj any) {
 	if err1 != nil || err2 != nil || o.GetGeneration() != n.GetGeneration() ||
 		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
 		(e.finalizers && !slices.Equal(o.GetFinalizers(), n.GetFinalizers())) ||
-		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+		(e.rollout && rolloutChanged(oldObj, newObj)) {
 		e.next.OnUpdate(oldObj, newObj)
 	}
+}
+
+// rolloutChanged reports whether an update changes what admission reads
+// of a Binding's status (admitter.holdsBack): whether the rollout of its
+// generation is complete. An object that is not a Bindable, whose status
+// cannot be read, counts as changed.
+func rolloutChanged(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(Bindable)
+	n, ok2 := newObj.(Bindable)
+	return !ok1 || !ok2 || rolloutCompleteOf(o) != rolloutCompleteOf(n)
+}
+
+// rolloutCompleteOf reports whether b's status records the rollout of its
+// generation complete.
+func rolloutCompleteOf(b Bindable) bool {
+	rec, ok := b.GetBindingStatus().(duck.RolloutRecorder)
+	return ok && rec.GetRollout().Complete(b.GetGeneration())
 }
 
 // PromoteAll returns a LeaderAwareFuncs.PromoteFunc that enqueues every

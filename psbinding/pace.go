@@ -38,6 +38,9 @@ func (e *rollingOut) Error() string { return e.message }
 type generations struct {
 	mu   sync.Mutex
 	seen map[types.UID]seenGeneration
+	// verdicts are, per Binding, the kinds of change found of its
+	// subjects at one generation (recordsonly.go).
+	verdicts map[types.UID]*verdicts
 }
 
 type seenGeneration struct {
@@ -104,6 +107,7 @@ func (g *generations) forget(uid types.UID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.seen, uid)
+	delete(g.verdicts, uid)
 }
 
 // quietFor returns how much longer b's generation must wait before it
@@ -174,7 +178,15 @@ func (r *BaseReconciler) pace(ctx, mctx context.Context, b Bindable, s *subject,
 		prev = mine // this process's last word is newer than the cached status
 	}
 	in := rolloutInput{generation: b.GetGeneration(), policy: policy, prev: prev, todo: seen.todo, held: seen.held, total: seen.selected, inForce: seen.inForce, now: now,
-		quietWait: r.generations.quietFor(b, policy.Quiet, now, true), paused: ctl.paused, undoneFrom: ctl.undoneFrom, restoredWave: ctl.restoredWave}
+		quietWait: r.generations.quietFor(b, policy.Quiet, now, true), paused: ctl.paused, undoneFrom: ctl.undoneFrom, restoredWave: ctl.restoredWave,
+		recordsOnly: seen.recordsOnly}
+	// Records-only work rolls nothing out: written now, with no wave,
+	// unless the rollout is paused (then the plan counts it).
+	var unpaced []work
+	if !ctl.paused {
+		unpaced = seen.recordsOnly
+		in.inForce += len(unpaced)
+	}
 	for _, c := range seen.changed {
 		if !changeInFlight(prev, c.name, c.change) {
 			continue
@@ -207,12 +219,12 @@ func (r *BaseReconciler) pace(ctx, mctx context.Context, b Bindable, s *subject,
 	}
 	r.observeState(ctx, b, stateOf(plan))
 	if plan.done {
-		return nil, r.completed(ctx, b, prev, plan.status)
+		return unpaced, r.completed(ctx, b, prev, plan.status)
 	}
 	if len(plan.wave) > 0 {
 		observer.RolloutWave(r.GVR.GroupResource())
 	}
-	return plan.wave, &rollingOut{reason: plan.reason, message: plan.message, retry: plan.retry}
+	return append(plan.wave, unpaced...), &rollingOut{reason: plan.reason, message: plan.message, retry: plan.retry}
 }
 
 // applyRollBack rolls back the subjects plan names, drops those rolled

@@ -363,6 +363,9 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		if err != nil {
 			return readError(name, s, err)
 		}
+		if r.carriedAlready(mctx, b, by, s, w, before) {
+			return nil // its record of an earlier generation holds: no write
+		}
 		resourceVersion := before.ResourceVersion
 		pl, err := r.planWithCompanions(mctx, b, by, s, w, o, before, lastRejected == "")
 		if _, ok := errors.AsType[*PanicError](err); ok {

@@ -59,8 +59,12 @@ func planSummary(p *duck.PlanStatus) string {
 	if p.UndoneFrom > 0 {
 		what = fmt.Sprintf("undo of generation %d (restoring %d)", p.UndoneFrom, p.Generation)
 	}
-	return fmt.Sprintf("%s planned: %d subjects to bind, %d to unbind, %d unchanged, in %d waves; kubectl bindkit plan shows how",
-		what, p.Bind, p.Unbind, p.Unchanged, len(p.Waves)+p.MoreWaves)
+	records := ""
+	if p.RecordsOnly > 0 {
+		records = fmt.Sprintf(" (%d of them change only their records, at once)", p.RecordsOnly)
+	}
+	return fmt.Sprintf("%s planned: %d subjects to bind, %d to unbind, %d unchanged, in %d waves%s; kubectl bindkit plan shows how",
+		what, p.Bind, p.Unbind, p.Unchanged, len(p.Waves)+p.MoreWaves, records)
 }
 
 // planKey fingerprints what a plan depends on.
@@ -70,7 +74,10 @@ func (r *BaseReconciler) planKey(ctx context.Context, s *subject, in rolloutInpu
 		return 0, err
 	}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%d/%s/%d/%d", in.generation, in.undoneFrom, in.policy.MaxChanging.String(), in.total, in.inForce)
+	fmt.Fprintf(h, "%d/%d/%s/%d/%d/%d", in.generation, in.undoneFrom, in.policy.MaxChanging.String(), in.total, in.inForce, len(in.recordsOnly))
+	for _, w := range in.recordsOnly {
+		fmt.Fprintf(h, "|records %s/%t", w.name, w.bind)
+	}
 	for _, w := range in.todo {
 		fmt.Fprintf(h, "|%s/%t/%t", w.name, w.bind, w.undo != nil)
 		if obj, err := lister.ByNamespace(s.ref.Namespace).Get(w.name); err == nil {
@@ -92,8 +99,9 @@ func (r *BaseReconciler) planKey(ctx context.Context, s *subject, in rolloutInpu
 // generation's Undo for an undo) on the subject read from the API server.
 // Subjects with the same change are listed together.
 func (r *BaseReconciler) computePlan(ctx, mctx context.Context, b Bindable, s *subject, in rolloutInput) *duck.PlanStatus {
-	p := &duck.PlanStatus{Generation: in.generation, UndoneFrom: in.undoneFrom, Total: in.total, Unchanged: in.inForce}
-	for _, w := range in.todo {
+	p := &duck.PlanStatus{Generation: in.generation, UndoneFrom: in.undoneFrom, Total: in.total, Unchanged: in.inForce,
+		TemplateChanges: len(in.todo), RecordsOnly: len(in.recordsOnly)}
+	for _, w := range append(slices.Clone(in.todo), in.recordsOnly...) {
 		if w.bind {
 			p.Bind++
 		} else {

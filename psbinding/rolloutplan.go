@@ -42,10 +42,15 @@ type rolloutInput struct {
 	// them back, whether or not its report was written (a leader that
 	// dies between a rollback and its report leaves only these records).
 	held []string
-	// total counts the subjects selected; inForce those of them whose
-	// bound record names the Binding at generation.
+	// total counts the subjects selected that can be bound; inForce
+	// those of them that carry generation (recorded at it, or at an
+	// earlier generation whose change is the same), and those of
+	// recordsOnly written in this reconcile.
 	total, inForce int
-	now            time.Time
+	// recordsOnly is the work that changes only bindkit's records (not
+	// in todo: applied with no wave, unless paused).
+	recordsOnly []work
+	now         time.Time
 	// quietWait is how much longer the generation must stay unchanged
 	// before it is rolled out (RolloutPolicy.Quiet).
 	quietWait time.Duration
@@ -287,11 +292,15 @@ func pausedPlan(in rolloutInput, ro *duck.RolloutStatus) rolloutPlan {
 	if in.undoneFrom > 0 {
 		what = fmt.Sprintf("undo of generation %d (restoring %d)", in.undoneFrom, in.generation)
 	}
+	records := ""
+	if n := len(in.recordsOnly); n > 0 {
+		records = fmt.Sprintf(" (and %d whose records only change, at once)", n)
+	}
 	var msg string
 	if ro.Wave == 0 && len(ro.Changing) == 0 {
-		msg = fmt.Sprintf("%s paused before its first wave: %d of %d subjects to change; status.plan says how", what, left, ro.Total)
+		msg = fmt.Sprintf("%s paused before its first wave: %d of %d subjects to change%s; status.plan says how", what, left, ro.Total, records)
 	} else {
-		msg = fmt.Sprintf("%s paused after wave %d: %d of %d subjects updated, %d changing, %d to go", what, ro.Wave, ro.Updated, ro.Total, len(ro.Changing), left)
+		msg = fmt.Sprintf("%s paused after wave %d: %d of %d subjects updated, %d changing, %d to go%s", what, ro.Wave, ro.Updated, ro.Total, len(ro.Changing), left, records)
 	}
 	p := rolloutPlan{status: ro, reason: ReasonRolloutPaused, message: msg + "; remove " + RolloutPausedAnnotation + " to resume"}
 	if len(ro.Changing) > 0 {

@@ -286,10 +286,14 @@ func (r *BaseReconciler) reconcileSubjects(ctx, mctx context.Context, b, undone 
 		err = fmt.Errorf("%s: %w", describe(b), err)
 		return unavailable(ReasonRolloutPolicyInvalid, err, controller.NewPermanentError(err))
 	}
+	var carriedN int
+	seen.todo, carriedN = r.knownCarried(ctx, b, s, seen.todo)
+	seen.inForce += carriedN
 	todo := seen.todo
 	var pacing error
 	switch {
 	case policy.Enabled():
+		seen = r.splitRecordsOnly(ctx, mctx, b, s, seen)
 		if todo, pacing = r.pace(ctx, mctx, b, s, policy, seen, ctl); todo == nil && pacing != nil {
 			if _, ok := pacing.(*rollingOut); !ok {
 				return pacing
@@ -332,8 +336,14 @@ type surveyed struct {
 	// held are the subjects held from b's generation (HeldAnnotation):
 	// rolled back by a halt of it, which a leader may not have reported.
 	held []string
-	// selected counts the subjects selected; inForce those of them that
-	// record b at its generation.
+	// recordsOnly is the work, taken out of todo under a rollout policy
+	// (splitRecordsOnly), that changes only bindkit's records: applied at
+	// once, with no wave.
+	recordsOnly []work
+	// selected counts the subjects selected that can be bound (not
+	// labelled ExcludeLabel, not being deleted); inForce those of them
+	// that carry b's generation: recorded at it, or at an earlier one
+	// whose change is the same (carried).
 	selected, inForce int
 }
 
@@ -353,7 +363,10 @@ func (r *BaseReconciler) survey(ctx context.Context, b, undone Bindable, s *subj
 	consider := func(obj any, isSelected bool) {
 		m, err := meta.Accessor(obj)
 		if err != nil || m.GetDeletionTimestamp() != nil || m.GetLabels()[ExcludeLabel] == "true" {
-			return // being deleted, or opted out: left as it is
+			return // being deleted, or opted out: left as it is, and not counted
+		}
+		if isSelected {
+			out.selected++
 		}
 		// Most subjects carry no rollout or hold record: parsing nothing
 		// would still allocate, once per subject per reconcile.
@@ -409,7 +422,6 @@ func (r *BaseReconciler) survey(ctx context.Context, b, undone Bindable, s *subj
 			consider(obj, false)
 		}
 	}
-	out.selected = len(selected)
 	slices.SortFunc(out.todo, func(a, b work) int { return cmp.Compare(a.name, b.name) })
 	slices.SortFunc(out.changed, func(a, b changedSubject) int { return cmp.Compare(a.name, b.name) })
 	slices.Sort(out.held)

@@ -38,6 +38,23 @@ type Syncer interface {
 	HasSynced() bool
 }
 
+// PathLeaver is an Admitter that can leave the kube-apiserver's admission
+// path as its server shuts down: another path (a kind's
+// MutatingAdmissionPolicy) admits what it admits, with no process. Serve
+// calls LeavePath once, as its context ends and its grace period begins,
+// with a context that ends with the grace period. LeavePath returns true
+// once the kube-apiserver has been seen not to call the Admitter (its
+// webhook programmed with no rules, a call through the kube-apiserver not
+// reaching it), and false when it cannot leave: nothing else admits its
+// kind, or its replica may not write, or the context ended first. It
+// must not leave a window: the other path is seen in force before the
+// webhook leaves. When every Admitter of a Server has left, the server
+// drains at once rather than at the end of its grace period: no caller
+// needs the time to move away.
+type PathLeaver interface {
+	LeavePath(ctx context.Context) bool
+}
+
 // Checker is implemented by an Admitter that can find a fault an operator
 // must act on (a declarative kind's handover that the kube-apiserver
 // refuses, say). The server reports unready on /readyz, with Check's

@@ -71,7 +71,10 @@
 //
 // When Serve's context ends the server turns unready, keeps serving for
 // Options.GracePeriod while callers move away, then drains requests in
-// flight and returns.
+// flight and returns. A controller that can hand its kind to another
+// admission path (PathLeaver) is asked to as the grace period begins; once
+// every controller has left the kube-apiserver's path, nothing calls the
+// server, and it drains at once.
 //
 // Requests are logged at debug level with kind, namespace, name, operation
 // and latency; objects and keys are never logged.

@@ -91,7 +91,9 @@ type Options struct {
 	// GracePeriod is how long the server keeps serving, unready, after its
 	// context ends, before it drains (default DefaultGracePeriod). Each
 	// connection closes after its next answer in that time, none while
-	// idle. A negative value means no wait.
+	// idle. It ends early when every controller has left the
+	// kube-apiserver's path (PathLeaver). A negative value means no wait,
+	// and no controller is asked to leave.
 	GracePeriod time.Duration
 	// MaxRequestBodyBytes bounds a request body; larger requests get 413
 	// (default DefaultMaxRequestBodyBytes).

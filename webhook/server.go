@@ -241,6 +241,41 @@ func (s *Server) TLSConfig() *tls.Config {
 	return cfg
 }
 
+// leavePaths asks every Admitter to leave the kube-apiserver's path
+// (PathLeaver), all at once, and returns a channel closed when all have:
+// never when one is no PathLeaver or says it cannot leave, or when there
+// is none.
+func (s *Server) leavePaths(ctx context.Context) <-chan struct{} {
+	left := make(chan struct{})
+	leavers := make([]PathLeaver, 0, len(s.routes))
+	for _, rt := range s.routes {
+		l, ok := rt.ctrl.(PathLeaver)
+		if !ok {
+			return left
+		}
+		leavers = append(leavers, l)
+	}
+	if len(leavers) == 0 {
+		return left
+	}
+	go func() {
+		var wg sync.WaitGroup
+		var stayed atomic.Bool
+		for _, l := range leavers {
+			wg.Go(func() {
+				if !l.LeavePath(ctx) {
+					stayed.Store(true)
+				}
+			})
+		}
+		wg.Wait()
+		if !stayed.Load() {
+			close(left)
+		}
+	}()
+	return left
+}
+
 // Run listens on Options.Address and Options.Port and calls Serve.
 func (s *Server) Run(ctx context.Context) error {
 	addr := net.JoinHostPort(s.opts.Address, strconv.Itoa(s.opts.Port))
@@ -316,12 +351,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.logger.Info("webhook shutting down", zap.Duration("gracePeriod", s.opts.GracePeriod))
 	if s.opts.GracePeriod > 0 {
 		grace := time.NewTimer(s.opts.GracePeriod)
+		leaving, stopLeaving := context.WithTimeout(context.WithoutCancel(ctx), s.opts.GracePeriod)
+		left := s.leavePaths(leaving)
 		select {
 		case err := <-served:
 			grace.Stop()
+			stopLeaving()
 			return fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), err)
 		case <-grace.C:
+		case <-left:
+			grace.Stop()
+			s.logger.Info("webhook out of the kube-apiserver's path: draining without the rest of the grace period")
 		}
+		stopLeaving()
 	}
 
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxDrain)

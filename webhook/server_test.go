@@ -6,11 +6,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -313,5 +315,86 @@ func TestShutdownAnswersOnIdleConnections(t *testing.T) {
 	}
 	if diff := cmp.Diff(answer{200, true}, answer{second.StatusCode, second.Close}); diff != "" {
 		t.Errorf("answer during the grace period (-want +got):\n%s", diff)
+	}
+}
+
+// leaver is a controller that says, when asked to leave the path, whether
+// it could, after the time it takes.
+type leaver struct {
+	funcController
+	took  time.Duration
+	could bool
+	asked atomic.Int32
+}
+
+func (l *leaver) LeavePath(ctx context.Context) bool {
+	l.asked.Add(1)
+	select {
+	case <-time.After(l.took):
+		return l.could
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// TestShutdownSkipsTheGraceOnceEveryControllerLeftThePath: the grace
+// period is for callers to move away; a server whose every controller has
+// left the kube-apiserver's path (PathLeaver) drains at once, and one with
+// a controller that cannot leave, or is no PathLeaver, waits it out.
+func TestShutdownSkipsTheGraceOnceEveryControllerLeftThePath(t *testing.T) {
+	allow := func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return Allowed() }
+	for _, tc := range []struct {
+		name      string
+		leavers   []*leaver
+		plain     bool
+		wantGrace bool
+	}{
+		{name: "every controller leaves", leavers: []*leaver{{took: 50 * time.Millisecond, could: true}, {took: 200 * time.Millisecond, could: true}}},
+		{name: "one cannot leave", leavers: []*leaver{{took: 10 * time.Millisecond, could: true}, {could: false}}, wantGrace: true},
+		{name: "one is no PathLeaver", leavers: []*leaver{{could: true}}, plain: true, wantGrace: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pki := newTestPKI(t)
+			secrets := &secretMap{}
+			secrets.Set(DefaultSecretName, pki.servingData(t, time.Now(), time.Hour))
+			var controllers []Admitter
+			for i, l := range tc.leavers {
+				l.funcController = funcController{path: fmt.Sprintf("/l%d", i), admit: allow}
+				controllers = append(controllers, l)
+			}
+			if tc.plain {
+				controllers = append(controllers, &funcController{path: "/plain", admit: allow})
+			}
+			// A grace period the test sees the server wait, or not.
+			grace := time.Minute
+			if tc.wantGrace {
+				grace = 2 * time.Second
+			}
+			s, err := New(Options{GracePeriod: grace}, secrets, controllers...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, stop := startServer(t, s)
+			stopped := make(chan error, 1)
+			go func() { stopped <- stop() }()
+			select {
+			case err := <-stopped:
+				if tc.wantGrace {
+					t.Fatalf("Serve returned (%v) before its grace period ended", err)
+				}
+				for i, l := range tc.leavers {
+					if l.asked.Load() != 1 {
+						t.Errorf("controller %d asked to leave %d times, want once", i, l.asked.Load())
+					}
+				}
+			case <-time.After(grace / 2):
+				if !tc.wantGrace {
+					t.Fatalf("Serve still draining %v into a grace period of %v with every controller out of the path", grace/2, grace)
+				}
+				if err := <-stopped; err != nil {
+					t.Errorf("Serve returned %v, want nil", err)
+				}
+			}
+		})
 	}
 }

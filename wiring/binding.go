@@ -167,6 +167,12 @@ type Kind struct {
 	// MutatingAdmissionPolicy where it can (see package policy), by the
 	// webhook otherwise, and logs which.
 	Declarative bool
+	// SpecPath is, for a Declarative kind whose users write its Spec in
+	// the Binding (declarative.InBinding), where: its policy applies the
+	// Binding's current spec from there, with no process running. Empty
+	// for a kind whose Spec is computed, which its policy applies as its
+	// controller last published it.
+	SpecPath string
 
 	// GVR is the Bindings' resource.
 	GVR schema.GroupVersionResource
@@ -217,7 +223,9 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 	b.namespaceGuard = !opts.WithoutNamespaceGuard
 	declarativeKind, declErr := isDeclarative[PT]()
 	b.Declarative = declarativeKind
-	if err := errors.Join(b.validate(opts), declErr); err != nil {
+	specPath, pathErr := specPathOf[PT]()
+	b.SpecPath = specPath
+	if err := errors.Join(b.validate(opts), declErr, pathErr); err != nil {
 		return nil, fmt.Errorf("wiring: %s (%s): %w", kind, gvr.GroupResource(), err)
 	}
 
@@ -299,7 +307,7 @@ func New[T any, PT Pointer[T]](gvr schema.GroupVersionResource, opts Options) (*
 				return impl
 			}
 		}
-		return b.webhookAdmission(ctx, gla, cfg, declarativeKind, guard)
+		return b.webhookAdmission(ctx, opts, gla, cfg, declarativeKind, guard)
 	}
 	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -37,6 +38,62 @@ func isDeclarative[PT any]() (bool, error) {
 			reflect.TypeFor[PT]())
 	}
 	return true, nil
+}
+
+// specPathOf is, for a kind whose Go type PT is a declarative.InBinding,
+// the path of the Spec its users write in the Binding, checked against
+// the type: each field of the dotted path is a JSON field name, and the
+// last holds a declarative.Spec. It is "" for another kind.
+func specPathOf[PT any]() (string, error) {
+	var b PT
+	in, ok := any(b).(declarative.InBinding)
+	if !ok {
+		return "", nil
+	}
+	path := in.DeclaredPath()
+	if first, _, _ := strings.Cut(path, "."); first == "status" || first == "metadata" {
+		return path, fmt.Errorf("%v is a declarative.InBinding whose DeclaredPath %q is not in its spec: its users write the Spec there", reflect.TypeFor[PT](), path)
+	}
+	t := reflect.TypeFor[PT]()
+	for _, name := range strings.Split(path, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		f, found := jsonField(t, name)
+		if !found {
+			return path, fmt.Errorf("%v is a declarative.InBinding whose DeclaredPath %q names no field %q of %v", reflect.TypeFor[PT](), path, name, t)
+		}
+		t = f.Type
+	}
+	if t != reflect.TypeFor[declarative.Spec]() && t != reflect.TypeFor[*declarative.Spec]() {
+		return path, fmt.Errorf("%v is a declarative.InBinding whose DeclaredPath %q holds a %v, not a declarative.Spec", reflect.TypeFor[PT](), path, t)
+	}
+	return path, nil
+}
+
+// jsonField is the field of struct type t whose JSON name is name,
+// looking into fields inlined in its JSON (embedded without a name, or
+// tagged ",inline").
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	if t.Kind() != reflect.Struct {
+		return reflect.StructField{}, false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-":
+		case tag == name:
+			return f, true
+		case tag == "" && (f.Anonymous || strings.Contains(opts, "inline")):
+			if inner, ok := jsonField(f.Type, name); ok {
+				return inner, true
+			}
+		case tag == "" && f.Name == name:
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // validateDeclared is Settings.Validate for a declarative kind: the Spec it
@@ -86,16 +143,7 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 	// The policy's bindings are named after their Bindings: read them all.
 	bindings := injection.KubeInformerFactory(ctx).Admissionregistration().V1().MutatingAdmissionPolicyBindings()
 	fieldManager := cmp.Or(opts.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
-	popts := policy.MutatingPolicyOptions{
-		Resource:           b.GVR,
-		Kind:               b.GVK.Kind,
-		Name:               name,
-		ExcludedNamespaces: ExcludedNamespaces(ctx),
-		// The reconciler's field manager, as the process will name it.
-		SkipPatchesBy:    fieldManager,
-		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
-		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
-	}
+	popts := b.mutatingPolicyOptions(ctx, opts, fieldManager)
 	h := newHandover(logger, kube, name, policies.Lister(), popts)
 	var list psbinding.ListAll // set once the Bindings' informer exists, before anything reconciles
 	objects, err := policy.MutatingPolicyObjects(popts, kube, policies.Lister(), bindings.Lister(), b.ControllerName,
@@ -133,9 +181,30 @@ func (b *Kind) policyAdmission(ctx context.Context, opts Options, gla psbinding.
 			impl.EnqueueKey(h.probeKey)
 		}),
 	})
-	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies the Bindings' declared specs; the kind's webhook admits until the policy is seen in force, then leaves the path",
+	applies := "the Bindings' published specs (status.declared)"
+	if b.SpecPath != "" {
+		applies = "the Bindings' current specs (" + b.SpecPath + "), with no process needed"
+	}
+	logger.Info("admission by MutatingAdmissionPolicy: the kube-apiserver applies "+applies+"; the kind's webhook admits until the policy is seen in force, then leaves the path",
 		zap.String("policy", name), zap.String("webhookConfiguration", b.WebhookConfigurationName))
 	return impl
+}
+
+// mutatingPolicyOptions are the options of the kind's mutating policy in
+// the process ctx describes; fieldManager is the reconciler's.
+func (b *Kind) mutatingPolicyOptions(ctx context.Context, opts Options, fieldManager string) policy.MutatingPolicyOptions {
+	return policy.MutatingPolicyOptions{
+		Resource:           b.GVR,
+		Kind:               b.GVK.Kind,
+		Name:               policy.MutatingPolicyName(b.GVR.GroupResource()),
+		ExcludedNamespaces: ExcludedNamespaces(ctx),
+		// The reconciler's field manager, as the process will name it.
+		SkipPatchesBy:    fieldManager,
+		Inclusion:        opts.SelectorMode == psbinding.InclusionMode,
+		RolloutByDefault: opts.Rollout != nil && opts.Rollout.Enabled(),
+		// The Spec its users write in the Binding: applied as it is now.
+		SpecPath: b.SpecPath,
+	}
 }
 
 // bindingRefs lists the Bindings the policy is bound with: all but those
@@ -183,7 +252,7 @@ func (b *Kind) prober(ctx context.Context, list psbinding.ListAll, fieldManager,
 	excluded := ExcludedNamespaces(ctx)
 	return &prober{
 		namespaces: injection.DuckInformerFactory(ctx), dyn: injection.DynamicClient(ctx), mapper: injection.RESTMapper(ctx),
-		resource: b.GVR.GroupResource(), list: list, fieldManager: fieldManager,
+		resource: b.GVR.GroupResource(), list: list, fieldManager: fieldManager, specPath: b.SpecPath,
 		excluded: func(ns string) bool { return slices.Contains(excluded, ns) },
 		faults: &probeFaults{logger: logging.FromContext(ctx).With(zap.String("resource", b.GVR.GroupResource().String())),
 			recorder: controller.NewEventRecorder(ctx, injection.KubeClient(ctx), nil, fieldManager), what: what},
@@ -204,6 +273,12 @@ type retiringAdmission struct {
 	prober     *prober
 	seen       int // consecutive probes that reached the webhook
 	retired    atomic.Bool
+	// shutdown is how the kind's subjects are admitted while no process
+	// runs (LeavePath); nil when the kube-apiserver cannot apply its
+	// policy. leaving, once set, keeps the webhook's rules empty.
+	shutdown *policy.MutatingPolicyOptions
+	list     psbinding.ListAll
+	leaving  atomic.Bool
 }
 
 // Reconcile implements controller.Reconciler.
@@ -255,7 +330,7 @@ func (r *retiringAdmission) Uninstall(ctx context.Context) error {
 // webhookAdmission is the Webhook constructor's body for any kind: the
 // admission controller, for a declarative kind one that retires the
 // policy, with the namespace guard when there is one.
-func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, declarativeKind bool, guard *guardObjects) *controller.Impl {
+func (b *Kind) webhookAdmission(ctx context.Context, opts Options, gla psbinding.GetListAll, cfg psbinding.AdmissionConfig, declarativeKind bool, guard *guardObjects) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	var impl *controller.Impl
 	if !declarativeKind {
@@ -266,9 +341,15 @@ func (b *Kind) webhookAdmission(ctx context.Context, gla psbinding.GetListAll, c
 		name := policy.MutatingPolicyName(b.GVR.GroupResource())
 		fieldManager := cmp.Or(cfg.FieldManager, controller.FieldManager(ctx), psbinding.DefaultFieldManager)
 		r := &retiringAdmission{kube: injection.KubeClient(ctx), logger: logger, policyName: name}
+		if b.policyCanAdmit(ctx, opts) {
+			popts := b.mutatingPolicyOptions(ctx, opts, fieldManager)
+			r.shutdown = &popts
+		}
+		cfg.WebhookOff = r.leaving.Load
 		impl = newAdmissionController(ctx, b.WebhookConfigurationName, b.WebhookPath, func(ctx context.Context, handler cache.ResourceEventHandler) psbinding.ListAll {
 			list := gla(ctx, handler)
 			r.prober = b.prober(ctx, list, fieldManager+"-probe", "the admission policy stays beside the webhook")
+			r.list = list
 			return list
 		}, cfg, func(ac *psbinding.AdmissionReconciler) controller.Reconciler {
 			r.AdmissionReconciler = ac

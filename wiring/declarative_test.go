@@ -125,3 +125,66 @@ func messages(logs *observer.ObservedLogs) []string {
 	}
 	return out
 }
+
+// specInBinding keeps its Spec, as its users write it, at spec.declare
+// (declarative.InBinding); path is the DeclaredPath it gives.
+type specInBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Subject tracker.Reference `json:"subject"`
+		Declare declarative.Spec  `json:"declare"`
+		Other   string            `json:"other,omitempty"`
+	} `json:"spec"`
+	Status declarative.Status `json:"status,omitempty"`
+}
+
+var declaredPath = "spec.declare"
+
+func (d *specInBinding) DeepCopyObject() runtime.Object {
+	out := *d
+	d.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	d.Status.DeepCopyInto(&out.Status)
+	d.Spec.Declare.DeepCopyInto(&out.Spec.Declare)
+	return &out
+}
+func (d *specInBinding) GetSubject() tracker.Reference            { return d.Spec.Subject }
+func (d *specInBinding) GetBindingStatus() duck.BindableStatus    { return &d.Status.Status }
+func (d *specInBinding) Declare() declarative.Spec                { return d.Spec.Declare }
+func (d *specInBinding) DeclaredPath() string                     { return declaredPath }
+func (d *specInBinding) Do(_ context.Context, wp *duck.WithPod)   { d.Declare().Do(wp) }
+func (d *specInBinding) Undo(_ context.Context, wp *duck.WithPod) { d.Declare().Undo(wp) }
+func (d *specInBinding) PublishStatus()                           { d.Status.Publish(d.Generation, d.Declare()) }
+
+// TestNewChecksWhereTheSpecIs: a declarative.InBinding's DeclaredPath is
+// checked against its Go type at construction, by JSON field names: it
+// must hold a declarative.Spec; a computed kind has none.
+func TestNewChecksWhereTheSpecIs(t *testing.T) {
+	defer func(p string) { declaredPath = p }(declaredPath)
+	for _, tc := range []struct {
+		path, wantErr string
+	}{
+		{path: "spec.declare"},
+		{path: "spec.Declare", wantErr: `names no field "Declare"`},
+		{path: "spec.other", wantErr: `holds a string, not a declarative.Spec`},
+		{path: "status.declared", wantErr: `is not in its spec`},
+		{path: "spec.declare.env", wantErr: `holds a []v1.EnvVar, not a declarative.Spec`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			declaredPath = tc.path
+			kind, err := wiring.New[specInBinding](sinkv1alpha1.GroupVersionResource(), wiring.Options{Kind: "SinkBinding"})
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("New: %v", err)
+			case tc.wantErr == "" && kind.SpecPath != tc.path:
+				t.Errorf("SpecPath = %q, want %q", kind.SpecPath, tc.path)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("New = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+	sink, err := wiring.New[sinkv1alpha1.SinkBinding](sinkv1alpha1.GroupVersionResource(), wiring.Options{})
+	if err != nil || sink.SpecPath != "" {
+		t.Errorf("SinkBinding, which computes its Spec: SpecPath %q, error %v; want none", sink.SpecPath, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/bindkit/bindkit/injection"
 	"github.com/bindkit/bindkit/policy"
 	"github.com/bindkit/bindkit/psbinding"
+	"github.com/bindkit/bindkit/webhook"
 )
 
 // NamespaceGuard returns the constructor of a leader-only controller that
@@ -222,6 +223,16 @@ func (w *withGuard) Uninstall(ctx context.Context) error {
 		return u.Uninstall(ctx)
 	}
 	return w.AdmissionReconciler.Uninstall(ctx)
+}
+
+// LeavePath implements webhook.PathLeaver: the inner reconciler's, when
+// it can leave the kube-apiserver's path (a declarative kind's); a kind
+// whose webhook is its only path cannot.
+func (w *withGuard) LeavePath(ctx context.Context) bool {
+	if l, ok := w.inner.(webhook.PathLeaver); ok {
+		return l.LeavePath(ctx)
+	}
+	return false
 }
 
 // Reconcile implements controller.Reconciler.

@@ -56,6 +56,10 @@ type prober struct {
 	// fieldManager names the probe's writes: not the reconciler's, whose
 	// patches both paths skip.
 	fieldManager string
+	// specPath, for a kind whose users write its Spec in the Binding
+	// (declarative.InBinding), is where: the policy applies it at the
+	// Binding's generation, published or not.
+	specPath string
 	// faults reports the rounds the kube-apiserver refused.
 	faults *probeFaults
 	// namespaceWait bounds the wait for the namespaces' cache. Default:
@@ -177,12 +181,8 @@ func (p *prober) target(ctx context.Context, b psbinding.Bindable) (_ probeTarge
 	if b.GetDeletionTimestamp() != nil || p.excluded(b.GetNamespace()) {
 		return probeTarget{}, false, nil
 	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
-	if err != nil {
-		return probeTarget{}, false, nil
-	}
-	gen, _, _ := unstructured.NestedInt64(content, "status", "declaredGeneration")
-	if _, has, _ := unstructured.NestedMap(content, "status", "declared"); !has || gen <= 0 {
+	gen, applied := p.applied(b)
+	if !applied {
 		return probeTarget{}, false, nil
 	}
 	ref := b.GetSubject()
@@ -247,6 +247,32 @@ func (p *prober) namespace(ctx context.Context, name string) (metav1.Object, err
 		return nil, fmt.Errorf("read namespace %s: %w", name, err)
 	}
 	return meta.Accessor(obj)
+}
+
+// applied says whether the policy applies b, and at which generation: the
+// one its Spec was published at, or, for a kind whose users write the
+// Spec in the Binding (specPath), the Binding's own, unless its
+// controller reported that generation invalid (as the policy's condition
+// says, policy.MutatingPolicyOptions.SpecPath).
+func (p *prober) applied(b psbinding.Bindable) (int64, bool) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
+	if err != nil {
+		return 0, false
+	}
+	if p.specPath == "" {
+		gen, _, _ := unstructured.NestedInt64(content, "status", "declaredGeneration")
+		_, has, _ := unstructured.NestedMap(content, "status", "declared")
+		return gen, has && gen > 0
+	}
+	if _, has, _ := unstructured.NestedMap(content, strings.Split(p.specPath, ".")...); !has || b.GetGeneration() <= 0 {
+		return 0, false
+	}
+	observed, _, _ := unstructured.NestedInt64(content, "status", "observedGeneration")
+	if ready := meta.FindStatusCondition(b.GetBindingStatus().GetConditions(), duck.ConditionReady); ready != nil &&
+		ready.Reason == psbinding.ReasonBindingInvalid && observed == b.GetGeneration() {
+		return 0, false
+	}
+	return b.GetGeneration(), true
 }
 
 // dryRun creates the target's object in a dry run; when the Binding names

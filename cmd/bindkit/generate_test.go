@@ -19,6 +19,9 @@ var repositoryAPIs = []struct {
 	{"./examples/githubbinding/pkg/apis/bindings/v1alpha1", "config"},
 	{"./examples/configbinding/pkg/apis/bindings/v1alpha1", "examples/configbinding/config"},
 	{"./examples/sinkbinding/pkg/apis/bindings/v1alpha1", "examples/sinkbinding/config"},
+	// A declarative kind whose users write its Spec in the Binding, for
+	// bindkit's own tests: its CRD carries declarative.Spec's rules.
+	{"./test/declaredbinding/v1alpha1", "test/declaredbinding/config"},
 	// The walkthrough's CRD is the hand-written one of a knative user, on
 	// purpose without CEL guards: only its deep copies are generated.
 	{"./examples/knativewalkthrough/pkg/apis/bindings/v1alpha1", ""},

@@ -153,9 +153,11 @@ kubectl bindkit rollout resume sinkbinding.bindings.bindkit.dev/sink -n shop app
 	}
 }
 
-// TestPlanCountsTemplateChangesApartFromRecords: a change whose patch is
-// "[]" changes records only; plan says so and exits 0 when no template
-// changes, 3 when one does or the plan does not show every change.
+// TestPlanCountsTemplateChangesApartFromRecords: plan reads the counts
+// of template changes and records-only subjects from the plan (or, from
+// an older controller's plan, takes a change whose patch is "[]" as
+// records only); it says so and exits 0 when no template changes, 3 when
+// one does or the plan does not show every change.
 func TestPlanCountsTemplateChangesApartFromRecords(t *testing.T) {
 	template := `[{"op":"add","path":"/spec/template/spec/containers/0/env","value":[]}]`
 	for _, tc := range []struct {
@@ -174,6 +176,16 @@ func TestPlanCountsTemplateChangesApartFromRecords(t *testing.T) {
 		{"a truncated patch counts as a template change", duck.PlanStatus{Total: 1, Bind: 1, Changes: []duck.PlanChange{{Action: "bind", Count: 1, Patch: "[", Truncated: true}}},
 			planCounts{Template: 1}, "1 template change, 0 records only", ExitChanges},
 		{"nothing", duck.PlanStatus{Total: 3, Unchanged: 3}, planCounts{}, "0 template changes, 0 records only", ExitOK},
+		// As the controller counts them (status.plan templateChanges and
+		// recordsOnly): its Changes list the template changes only.
+		{"records only, counted", duck.PlanStatus{Total: 40, Bind: 40, RecordsOnly: 40},
+			planCounts{RecordsOnly: 40}, "0 template changes, 40 records only", ExitOK},
+		{"unbinding records only, counted", duck.PlanStatus{Total: 3, Unbind: 3, RecordsOnly: 3},
+			planCounts{RecordsOnly: 3}, "0 template changes, 3 records only", ExitOK},
+		{"both, counted", duck.PlanStatus{Total: 141, Bind: 141, TemplateChanges: 1, RecordsOnly: 140, Changes: []duck.PlanChange{{Action: "bind", Count: 1, Patch: template}}},
+			planCounts{Template: 1, RecordsOnly: 140}, "1 template change, 140 records only", ExitChanges},
+		{"template changes not all read, counted", duck.PlanStatus{Total: 140, Bind: 140, TemplateChanges: 140, NotRead: 40, Changes: []duck.PlanChange{{Action: "bind", Count: 100, Patch: template}}},
+			planCounts{Template: 140}, "140 template changes, 0 records only", ExitChanges},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := countPlan(&tc.plan)

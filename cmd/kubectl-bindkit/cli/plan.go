@@ -25,9 +25,12 @@ While a Binding is paused (kubectl bindkit rollout pause), its controller
 computes what resuming it would do, with the Binding's own Do and Undo on
 the subjects as they are, and publishes it in the Binding's status. plan
 waits (up to --timeout) for the plan of the Binding's current generation,
-then prints the waves the rollout policy would take and each change with
-the subjects it is the change of: "+" adds, "-" removes, "~" replaces, at
-a path of the subject's object.
+then prints how many subjects change their pod template (the waves the
+rollout policy would take them in) and how many only bindkit's records
+(written at once on resume, in no wave, rolling no pod), and each
+template change with the subjects it is the change of: "+" adds, "-"
+removes, "~" replaces, at a path of the subject's object. It exits 3 when
+resuming would change a pod template, 0 when it would not.
 
 Examples:
   kubectl bindkit rollout pause sinkbinding/sink -n shop
@@ -92,17 +95,25 @@ func planExit(p *duck.PlanStatus) int {
 
 // planCounts splits the subjects a plan binds or unbinds by what their
 // change does: Template counts those whose pod template changes (a pod
-// rollout each), RecordsOnly those whose change is bindkit's records
-// alone, Unknown those whose change the plan does not show (not read, or
-// a change beyond the ones it lists).
+// rollout each, in the waves), RecordsOnly those whose change is
+// bindkit's records alone (written at once on resume, rolling no pod),
+// Unknown those whose change the plan does not show (an older
+// controller's plan, not every subject read).
 type planCounts struct {
 	Template, RecordsOnly, Unknown int
 }
 
-// countPlan splits p's subjects by what their change does, from the
-// changes it shows: a change whose patch is "[]" leaves the template as
-// it is (duck.PlanChange.Patch).
+// countPlan splits p's subjects by what their change does. A plan that
+// counts its template changes and records-only subjects (their sum is
+// Bind + Unbind, duck.PlanStatus) says so itself: its Changes list the
+// template changes only. An older controller's plan does not: its
+// subjects are split by the changes it shows, a change whose patch is
+// "[]" leaving the template as it is (duck.PlanChange.Patch), and the
+// subjects of no change shown are Unknown.
 func countPlan(p *duck.PlanStatus) planCounts {
+	if p.TemplateChanges+p.RecordsOnly == p.Bind+p.Unbind {
+		return planCounts{Template: p.TemplateChanges, RecordsOnly: p.RecordsOnly}
+	}
 	var c planCounts
 	for _, ch := range p.Changes {
 		if isEmptyPatch(ch.Patch) && !ch.Truncated {
@@ -164,7 +175,9 @@ func printPlan(w io.Writer, v planView) error {
 	}
 	fmt.Fprintln(w, split)
 	if c.Template+c.Unknown == 0 && c.RecordsOnly > 0 {
-		fmt.Fprintln(w, "  no pod template changes: resuming writes bindkit's records only")
+		fmt.Fprintln(w, "  no pod template changes: resuming writes bindkit's records only, at once, rolling no pod")
+	} else if c.RecordsOnly > 0 {
+		fmt.Fprintln(w, "  the records-only subjects are written at once on resume, in no wave; the waves take the template changes")
 	}
 	if len(p.Waves) > 0 {
 		fmt.Fprintln(w)
