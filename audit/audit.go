@@ -44,6 +44,11 @@ const (
 	ProblemStaleHold = "StaleHold"
 	// ProblemUnreadable: a record annotation bindkit cannot read.
 	ProblemUnreadable = "UnreadableRecord"
+	// ProblemNewerFormat: a record of a Binding that exists, written by a
+	// newer bindkit in a format this one does not read
+	// (duck.RecordFormat). It is left alone, by this audit too: its
+	// finding has no fix; the newer bindkit's audit checks it.
+	ProblemNewerFormat = "NewerFormat"
 )
 
 // Finding is one record that is not the truth, and how to make it so.
@@ -162,8 +167,12 @@ func Run(ctx context.Context, opts Options) ([]Finding, error) {
 	return a.findings, nil
 }
 
-// Apply sends f's fix.
+// Apply sends f's fix; a finding with none (ProblemNewerFormat alone on
+// its subject) sends nothing.
 func Apply(ctx context.Context, client dynamic.Interface, f Finding) error {
+	if len(f.Fix) == 0 {
+		return nil
+	}
 	_, err := client.Resource(f.gvr).Namespace(f.namespace).Patch(ctx, f.name, "application/merge-patch+json", f.Fix, metav1.PatchOptions{FieldManager: "bindkit-audit"})
 	return err
 }
@@ -250,10 +259,12 @@ func Write(w io.Writer, findings []Finding, format string) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintln(w, "\nFixes (one per subject; bindkit audit -fix applies them):")
-		seen := map[string]bool{}
+		seen := map[string]bool{"": true}
 		for _, f := range findings {
 			if !seen[f.FixCommand] {
+				if len(seen) == 1 {
+					fmt.Fprintln(w, "\nFixes (one per subject; bindkit audit -fix applies them):")
+				}
 				seen[f.FixCommand] = true
 				fmt.Fprintln(w, "  "+f.FixCommand)
 			}

@@ -126,6 +126,19 @@ func TestRun(t *testing.T) {
 			"StaleRollback: undoes generation 2, which the subject does not carry",
 		},
 	}, {
+		name: "records of a newer format: left alone, but gone with their Binding",
+		objects: []runtime.Object{
+			sinkBinding("sb", "u1", 2, 2, "https://a", nil),
+			deployment("web", map[string]string{
+				duck.BoundAnnotation:   "sinkbindings.bindings.example.com/sb@u1:v2;2;x,sinkbindings.bindings.example.com/gone@u0:v2;1",
+				duck.RolloutAnnotation: "sinkbindings.bindings.example.com/sb@u1:v2;2;1;1700000000",
+			}, sinkEnv),
+		},
+		want: []string{
+			"BindingGone: records of a Binding that is gone: no such Binding",
+			"NewerFormat: written in a newer record format than this bindkit's (1), which it leaves alone: audit with the bindkit that wrote it",
+		},
+	}, {
 		name:    "unreadable",
 		objects: []runtime.Object{deployment("web", map[string]string{duck.RollbackAnnotation: "sinkbindings.bindings.example.com/sb:2 [{}]"})},
 		want:    []string{"UnreadableRecord: annotation bindings.bindkit.dev/rollback: invalid character 's' looking for beginning of value"},
@@ -146,7 +159,7 @@ func TestRun(t *testing.T) {
 			var got []string
 			for _, f := range findings {
 				got = append(got, f.Problem+": "+f.Detail)
-				if f.FixCommand == "" || len(f.Fix) == 0 {
+				if (f.FixCommand == "" || len(f.Fix) == 0) && f.Problem != audit.ProblemNewerFormat {
 					t.Errorf("%v: no fix", f)
 				}
 			}
@@ -195,6 +208,60 @@ func TestFixMakesTheRecordTheTruth(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string]string{"kept": "yes"}, got.GetAnnotations()); diff != "" {
+		t.Errorf("annotations after the fixes (-want +got):\n%s", diff)
+	}
+}
+
+// TestFixLeavesNewerRecords: the fixes of a subject's findings keep the
+// records of a newer format of Bindings that exist, and a newer record
+// alone needs no fix.
+func TestFixLeavesNewerRecords(t *testing.T) {
+	newer := "sinkbindings.bindings.example.com/sb@u1:v2;2;x"
+	objects := []runtime.Object{
+		sinkBinding("sb", "u1", 2, 2, "https://a", nil),
+		deployment("web", map[string]string{
+			duck.BoundAnnotation: newer + ",sinkbindings.bindings.example.com/gone@u0:1,unreadable",
+			duck.HeldAnnotation:  "sinkbindings.bindings.example.com/sb@u1:v2;1,x",
+		}),
+		deployment("alone", map[string]string{duck.BoundAnnotation: newer}),
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		deployments: "DeploymentList", sinks: "SinkBindingList",
+	}, objects...)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(deployments.GroupVersion().WithKind("Deployment"), meta.RESTScopeNamespace)
+	mapper.Add(sinks.GroupVersion().WithKind("SinkBinding"), meta.RESTScopeNamespace)
+	opts := audit.Options{Dynamic: client, Mapper: mapper, Subjects: []schema.GroupVersionResource{deployments}}
+	ctx := context.Background()
+	findings, err := audit.Run(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range findings {
+		if err := audit.Apply(ctx, client, f); err != nil {
+			t.Fatalf("%v: %v", f, err)
+		}
+	}
+	again, err := audit.Run(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	for _, f := range again {
+		problems = append(problems, f.Subject+" "+f.Problem)
+		if len(f.Fix) != 0 {
+			t.Errorf("%v: a fix of a record left alone", f)
+		}
+	}
+	if diff := cmp.Diff([]string{"apps/v1 Deployment ns/alone NewerFormat", "apps/v1 Deployment ns/web NewerFormat"}, problems); diff != "" {
+		t.Errorf("findings after the fixes (-want +got):\n%s", diff)
+	}
+	got, err := client.Resource(deployments).Namespace("ns").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{duck.BoundAnnotation: newer, duck.HeldAnnotation: "sinkbindings.bindings.example.com/sb@u1:v2;1"}
+	if diff := cmp.Diff(want, got.GetAnnotations()); diff != "" {
 		t.Errorf("annotations after the fixes (-want +got):\n%s", diff)
 	}
 }

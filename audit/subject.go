@@ -33,7 +33,7 @@ func (a *auditor) records(ctx context.Context, s *subjectRef) error {
 	bound, err := duck.ParseBound(ann[duck.BoundAnnotation])
 	s.bound = bound
 	if err != nil {
-		a.report(s, nil, duck.BoundAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { setOrDelete(m, duck.BoundAnnotation, duck.BoundOf(m).String()) })
+		a.report(s, nil, duck.BoundAnnotation, ProblemUnreadable, err.Error(), dropUnreadable)
 	}
 	for _, by := range sortedKeys(bound) {
 		if err := a.checkBound(ctx, s, by, bound[by]); err != nil {
@@ -42,7 +42,7 @@ func (a *auditor) records(ctx context.Context, s *subjectRef) error {
 	}
 	changes, err := duck.ParseChanges(ann[duck.RolloutAnnotation])
 	if err != nil {
-		a.report(s, nil, duck.RolloutAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { setOrDelete(m, duck.RolloutAnnotation, duck.ChangesOf(m).String()) })
+		a.report(s, nil, duck.RolloutAnnotation, ProblemUnreadable, err.Error(), dropUnreadable)
 	}
 	for _, by := range sortedKeys(changes) {
 		b, err := a.lookup(ctx, by, u.GetNamespace())
@@ -58,7 +58,7 @@ func (a *auditor) records(ctx context.Context, s *subjectRef) error {
 	}
 	held, err := duck.ParseBound(ann[duck.HeldAnnotation])
 	if err != nil {
-		a.report(s, nil, duck.HeldAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { duck.SetHeld(m, duck.HeldOf(m)) })
+		a.report(s, nil, duck.HeldAnnotation, ProblemUnreadable, err.Error(), dropUnreadable)
 	}
 	for _, by := range sortedKeys(held) {
 		b, err := a.lookup(ctx, by, u.GetNamespace())
@@ -75,7 +75,62 @@ func (a *auditor) records(ctx context.Context, s *subjectRef) error {
 				duck.SetHeld(m, h)
 			})
 	}
-	return a.checkRollbacks(ctx, s, bound)
+	if err := a.checkRollbacks(ctx, s, bound); err != nil {
+		return err
+	}
+	return a.checkNewer(ctx, s)
+}
+
+// dropUnreadable is the fix of an unreadable record: its entries no
+// format reads go, the rest (a newer format's included) stay.
+func dropUnreadable(m map[string]string) { duck.DropUnreadable(m) }
+
+// checkNewer reports the records of a newer format than this bindkit's
+// (duck.RecordFormat), once per Binding: the bindkit that wrote them can
+// audit them, this one leaves them alone, as its controller does. A
+// record of a Binding that is gone is reported as gone (it is, whatever
+// its format).
+func (a *auditor) checkNewer(ctx context.Context, s *subjectRef) error {
+	ann := s.u.GetAnnotations()
+	seen := map[duck.BoundBy]bool{}
+	for _, key := range append(slices.Clone(duck.RecordAnnotations), duck.RollbackAnnotation) {
+		for _, by := range newerIdentities(key, ann[key]) {
+			if seen[by] {
+				continue
+			}
+			seen[by] = true
+			b, err := a.lookup(ctx, by, s.u.GetNamespace())
+			if err != nil {
+				return err
+			}
+			if !a.gone(s, b, by, key) {
+				a.report(s, &by, key, ProblemNewerFormat, fmt.Sprintf("written in a newer record format than this bindkit's (%d), which it leaves alone: audit with the bindkit that wrote it", duck.RecordFormat), func(map[string]string) {})
+			}
+		}
+	}
+	return nil
+}
+
+// newerIdentities are the Bindings whose entries of a record annotation's
+// value (a RollbackAnnotation's keys) are of a newer format, in order.
+func newerIdentities(key, value string) []duck.BoundBy {
+	var entries []string
+	if key == duck.RollbackAnnotation {
+		var raw map[string]json.RawMessage
+		if json.Unmarshal([]byte(value), &raw) != nil {
+			return nil
+		}
+		entries = slices.Sorted(maps.Keys(raw))
+	} else {
+		entries = strings.Split(value, ",")
+	}
+	var out []duck.BoundBy
+	for _, e := range entries {
+		if by, f := duck.EntryFormat(e); f > duck.RecordFormat {
+			out = append(out, by)
+		}
+	}
+	return out
 }
 
 // checkBound audits one entry of the bound record.
@@ -191,8 +246,7 @@ func (a *auditor) checkRollbacks(ctx context.Context, s *subjectRef, bound duck.
 	ann := s.u.GetAnnotations()
 	rbs, err := duck.RollbacksOf(ann)
 	if err != nil {
-		a.report(s, nil, duck.RollbackAnnotation, ProblemUnreadable, err.Error(), func(m map[string]string) { delete(m, duck.RollbackAnnotation) })
-		return nil
+		a.report(s, nil, duck.RollbackAnnotation, ProblemUnreadable, err.Error(), dropUnreadable)
 	}
 	for _, key := range slices.Sorted(maps.Keys(rbs)) {
 		by, gen, ok := duck.ParseEntry(key)
@@ -275,20 +329,14 @@ func (a *auditor) fix(s *subjectRef) {
 			fix[key] = orNil(now)
 		}
 	}
+	if len(fix) == 0 {
+		return // records left alone (ProblemNewerFormat): nothing to send
+	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": fix}})
 	cmd := fmt.Sprintf("kubectl -n %s patch %s %s --type=merge -p '%s'", s.u.GetNamespace(), resourceName(s.gvr), s.u.GetName(), patch)
 	for i := s.first; i < len(a.findings); i++ {
 		a.findings[i].Fix, a.findings[i].FixCommand = patch, cmd
 	}
-}
-
-// setOrDelete sets m[key] to v, or deletes it when v is empty.
-func setOrDelete(m map[string]string, key, v string) {
-	if v == "" {
-		delete(m, key)
-		return
-	}
-	m[key] = v
 }
 
 // resourceName is how kubectl names gvr: "deployments.apps".

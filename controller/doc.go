@@ -1,4 +1,6 @@
 // Package controller is the work-queue loop bindkit's reconcilers run on.
+// It owns retries and backoff, leader-only writes and events, so that a
+// reconciler is one method that brings one key to its desired state.
 //
 // A controller author writes a Reconciler, one method that gets a
 // "namespace/name" key, and hands it to NewImpl. Informer event handlers,

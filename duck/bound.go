@@ -28,7 +28,8 @@ import (
 // identify it; the UID keeps a Binding re-created under the same name from
 // matching what its predecessor recorded. Entries without "@<uid>", as
 // bindkit wrote them before it recorded UIDs, are read as belonging to
-// whichever Binding has the name.
+// whichever Binding has the name. Entries of a newer format are left
+// alone (RecordFormat).
 const BoundAnnotation = "bindings.bindkit.dev/bound"
 
 // BoundBy identifies a Binding in a subject's BoundAnnotation: the Binding's
@@ -74,6 +75,8 @@ type Bound map[BoundBy]int64
 
 // ParseBound parses a BoundAnnotation value. It reports an error, naming the
 // entry, for a value it cannot read, with what it could read of the rest.
+// Entries of a newer format (see RecordFormat) are not in the record and
+// are no error: a newer bindkit wrote them, and this one leaves them alone.
 func ParseBound(value string) (Bound, error) {
 	out := Bound{}
 	if value == "" {
@@ -84,7 +87,9 @@ func ParseBound(value string) (Bound, error) {
 		entry = strings.TrimSpace(entry)
 		by, g, ok := parseEntry(entry)
 		if !ok {
-			bad = append(bad, strconv.Quote(entry))
+			if _, f := EntryFormat(entry); f <= RecordFormat {
+				bad = append(bad, strconv.Quote(entry))
+			}
 			continue
 		}
 		out[by] = g
@@ -96,33 +101,29 @@ func ParseBound(value string) (Bound, error) {
 }
 
 // ParseEntry reads one entry of a BoundAnnotation (or of an annotation
-// that names Bindings the same way): "<resource>.<group>/<name>@<uid>:<n>",
-// "@<uid>" optional.
+// that names Bindings the same way) of this reader's format:
+// "<resource>.<group>/<name>@<uid>:<n>", "@<uid>" optional. An entry of a
+// newer format is not ok (EntryFormat tells it apart).
 func ParseEntry(entry string) (by BoundBy, n int64, ok bool) {
 	return parseEntry(strings.TrimSpace(entry))
 }
 
 func parseEntry(entry string) (BoundBy, int64, bool) {
-	key, gen, ok := strings.Cut(entry, ":")
+	by, gen, ok := splitEntry(entry)
 	if !ok {
 		return BoundBy{}, 0, false
 	}
-	key, uid, withUID := strings.Cut(key, "@")
-	resource, name, ok := strings.Cut(key, "/")
 	g, err := strconv.ParseInt(gen, 10, 64)
-	if !ok || err != nil || name == "" || resource == "" || g < 0 || (withUID && uid == "") {
+	if err != nil || g < 0 {
 		return BoundBy{}, 0, false
 	}
-	return BoundBy{Resource: schema.ParseGroupResource(resource), Name: name, UID: types.UID(uid)}, g, true
+	return by, g, true
 }
 
 // String formats b as a BoundAnnotation value: entries sorted, so equal
 // records give equal values. An empty record formats as "".
 func (b Bound) String() string {
-	entries := make([]string, 0, len(b))
-	for by, gen := range b {
-		entries = append(entries, by.Entry(gen))
-	}
+	entries := b.entries()
 	slices.Sort(entries)
 	return strings.Join(entries, ",")
 }
@@ -170,17 +171,21 @@ func BoundOf(annotations map[string]string) Bound {
 }
 
 // SetBound writes b into annotations, which it returns (allocated when nil
-// and b is not empty); an empty b removes the annotation.
+// and the value is not empty), with the entries of a newer format (see
+// RecordFormat) the annotation holds, but those of a Binding b names (by
+// resource and name: b's entry replaces them); a value left empty removes
+// the annotation.
 func SetBound(annotations map[string]string, b Bound) map[string]string {
-	if len(b) == 0 {
-		delete(annotations, BoundAnnotation)
-		return annotations
+	return setList(annotations, BoundAnnotation, joinEntries(b.entries(), newerEntries(annotations[BoundAnnotation]), b, nil))
+}
+
+// entries are b's entries, unsorted.
+func (b Bound) entries() []string {
+	entries := make([]string, 0, len(b))
+	for by, gen := range b {
+		entries = append(entries, by.Entry(gen))
 	}
-	if annotations == nil {
-		annotations = make(map[string]string, 1)
-	}
-	annotations[BoundAnnotation] = b.String()
-	return annotations
+	return entries
 }
 
 // MarkBound records in wp that by bound it at generation, in place of any
@@ -200,7 +205,7 @@ func MarkBound(wp *WithPod, by BoundBy, generation int64) {
 }
 
 // MarkUnbound removes by's entry from wp's record (every entry that
-// Matches it).
+// Matches it, of any format).
 func MarkUnbound(wp *WithPod, by BoundBy) {
 	b := BoundOf(wp.Annotations)
 	n := len(b)
@@ -209,8 +214,19 @@ func MarkUnbound(wp *WithPod, by BoundBy) {
 			delete(b, e)
 		}
 	}
-	if len(b) == n {
+	newer := newerEntries(wp.Annotations[BoundAnnotation])
+	if len(b) == n && !names(identities(newer), by) {
 		return
 	}
-	wp.Annotations = SetBound(wp.Annotations, b)
+	wp.Annotations = setList(wp.Annotations, BoundAnnotation, joinEntries(b.entries(), newer, Bound(nil), &by))
+}
+
+// identities are the identities of entries.
+func identities(entries []string) []BoundBy {
+	out := make([]BoundBy, 0, len(entries))
+	for _, e := range entries {
+		by, _ := EntryFormat(e)
+		out = append(out, by)
+	}
+	return out
 }

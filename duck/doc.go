@@ -81,6 +81,16 @@
 // or lacking some they have) is read again as JSON, and so is that
 // resource from then on.
 //
+// # Records
+//
+// What bindkit did to a subject is recorded on it, in annotations written
+// in the same patch as the change (BoundAnnotation, RolloutAnnotation,
+// RollbackAnnotation, HeldAnnotation). Workloads keep them across
+// releases, so their format is versioned (RecordFormat): a release writes
+// only what the release before it reads, and leaves a record of a newer
+// format alone. format_v050_test.go and format_pre050_test.go keep the
+// readers and writers of earlier releases, frozen, to prove it both ways.
+//
 // # Resources
 //
 // NewRESTMapper and ResourceFor turn a kind into the resource the server

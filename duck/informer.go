@@ -165,6 +165,13 @@ func boundIndexFunc(obj any) ([]string, error) {
 	for by := range HeldOf(ann) {
 		add(by)
 	}
+	// Records of a newer format name their Binding too: its deletion
+	// must find them (see RecordFormat).
+	for _, key := range RecordAnnotations {
+		for _, by := range newerIdentities(key, ann[key]) {
+			add(by)
+		}
+	}
 	return keys, nil
 }
 

@@ -56,17 +56,10 @@ func HeldOf(annotations map[string]string) Bound {
 }
 
 // SetHeld writes held into annotations as HeldAnnotation (removed when
-// empty) and returns them.
+// empty) and returns them, with the entries of a newer format the
+// annotation holds, as SetBound does.
 func SetHeld(annotations map[string]string, held Bound) map[string]string {
-	if len(held) == 0 {
-		delete(annotations, HeldAnnotation)
-		return annotations
-	}
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[HeldAnnotation] = held.String()
-	return annotations
+	return setList(annotations, HeldAnnotation, joinEntries(held.entries(), newerEntries(annotations[HeldAnnotation]), held, nil))
 }
 
 // Change is a Binding's paced change of one subject, as RolloutAnnotation
@@ -85,7 +78,8 @@ type Change struct {
 type Changes map[BoundBy]Change
 
 // ParseChanges reads a RolloutAnnotation value. It reports an error naming
-// the entries it cannot read, with what it could read of the rest.
+// the entries it cannot read, with what it could read of the rest;
+// entries of a newer format are left out, as ParseBound does.
 func ParseChanges(value string) (Changes, error) {
 	out := Changes{}
 	if value == "" {
@@ -96,7 +90,9 @@ func ParseChanges(value string) (Changes, error) {
 		entry = strings.TrimSpace(entry)
 		by, c, ok := parseChange(entry)
 		if !ok {
-			bad = append(bad, strconv.Quote(entry))
+			if _, f := EntryFormat(entry); f <= RecordFormat {
+				bad = append(bad, strconv.Quote(entry))
+			}
 			continue
 		}
 		out[by] = c
@@ -109,25 +105,19 @@ func ParseChanges(value string) (Changes, error) {
 
 // parseChange reads "<key>:<generation>:<wave>:<unix seconds>".
 func parseChange(entry string) (BoundBy, Change, bool) {
-	i := strings.LastIndexByte(entry, ':')
-	if i < 0 {
-		return BoundBy{}, Change{}, false
-	}
-	since, err := strconv.ParseInt(entry[i+1:], 10, 64)
-	rest := entry[:i]
-	j := strings.LastIndexByte(rest, ':')
-	if err != nil || j < 0 {
-		return BoundBy{}, Change{}, false
-	}
-	wave, err := strconv.Atoi(rest[j+1:])
-	if err != nil || wave < 0 {
-		return BoundBy{}, Change{}, false
-	}
-	by, gen, ok := parseEntry(rest[:j])
+	by, payload, ok := splitEntry(entry)
 	if !ok {
 		return BoundBy{}, Change{}, false
 	}
-	return by, Change{Generation: gen, Wave: wave, Since: time.Unix(since, 0).UTC()}, true
+	gen, rest, ok1 := strings.Cut(payload, ":")
+	w, s, ok2 := strings.Cut(rest, ":")
+	g, err1 := strconv.ParseInt(gen, 10, 64)
+	wave, err2 := strconv.Atoi(w)
+	since, err3 := strconv.ParseInt(s, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || err3 != nil || g < 0 || wave < 0 {
+		return BoundBy{}, Change{}, false
+	}
+	return by, Change{Generation: g, Wave: wave, Since: time.Unix(since, 0).UTC()}, true
 }
 
 // ChangesOf reads a subject's RolloutAnnotation; unreadable entries are
@@ -153,40 +143,43 @@ func (c Changes) Lookup(by BoundBy) (Change, bool) {
 
 // String formats c as a RolloutAnnotation value, entries sorted.
 func (c Changes) String() string {
-	entries := make([]string, 0, len(c))
-	for by, ch := range c {
-		entries = append(entries, by.Entry(ch.Generation)+":"+strconv.Itoa(ch.Wave)+":"+strconv.FormatInt(ch.Since.Unix(), 10))
-	}
+	entries := c.entries()
 	slices.Sort(entries)
 	return strings.Join(entries, ",")
 }
 
+// entries are c's entries, unsorted.
+func (c Changes) entries() []string {
+	entries := make([]string, 0, len(c))
+	for by, ch := range c {
+		entries = append(entries, by.Entry(ch.Generation)+":"+strconv.Itoa(ch.Wave)+":"+strconv.FormatInt(ch.Since.Unix(), 10))
+	}
+	return entries
+}
+
 // SetChange records in annotations (returned, allocated when nil) that by
 // changed the subject (ch), in place of any entry of by's resource and
-// name; a nil ch removes by's entries.
+// name; a nil ch removes by's entries (every entry that Matches by, of
+// any format). Entries of a newer format of other Bindings are kept, as
+// SetBound keeps them.
 func SetChange(annotations map[string]string, by BoundBy, ch *Change) map[string]string {
 	c := ChangesOf(annotations)
+	newer := newerEntries(annotations[RolloutAnnotation])
 	n := len(c)
 	for e := range c {
 		if e.Resource == by.Resource && e.Name == by.Name && (ch != nil || e.Matches(by)) {
 			delete(c, e)
 		}
 	}
-	if ch == nil && len(c) == n {
+	if ch == nil && len(c) == n && !names(identities(newer), by) {
 		return annotations
 	}
+	drop := &by
 	if ch != nil {
 		c[by] = *ch
+		drop = nil
 	}
-	if len(c) == 0 {
-		delete(annotations, RolloutAnnotation)
-		return annotations
-	}
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[RolloutAnnotation] = c.String()
-	return annotations
+	return setList(annotations, RolloutAnnotation, joinEntries(c.entries(), newer, c, drop))
 }
 
 // Rollback is how to take one Binding's paced change back from a subject.
@@ -208,16 +201,44 @@ type Rollback struct {
 type Rollbacks map[string]Rollback
 
 // RollbacksOf reads a subject's RollbackAnnotation. A value that is not a
-// JSON object of Rollbacks (one written by a bindkit before this format,
-// say) reads as none, with the error.
+// JSON object (one written by a bindkit before this format, say) reads as
+// none, with the error; so does an entry of this format whose value is
+// not a Rollback. Entries of a newer format (see RecordFormat) are left
+// out, with no error.
 func RollbacksOf(annotations map[string]string) (Rollbacks, error) {
-	v := annotations[RollbackAnnotation]
 	out := Rollbacks{}
-	if v == "" {
+	raw, err := rawRollbacks(annotations[RollbackAnnotation])
+	if err != nil {
+		return out, err
+	}
+	var bad []string
+	for k, v := range raw {
+		if _, f := EntryFormat(k); f > RecordFormat {
+			continue
+		}
+		var rb Rollback
+		if err := json.Unmarshal(v, &rb); err != nil {
+			bad = append(bad, strconv.Quote(k))
+			continue
+		}
+		out[k] = rb
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return out, fmt.Errorf("annotation %s: unreadable entries %s: want {\"patch\": [...], \"bound\": <generation>}", RollbackAnnotation, strings.Join(bad, ", "))
+	}
+	return out, nil
+}
+
+// rawRollbacks reads a RollbackAnnotation value as a JSON object, each
+// entry's value as written.
+func rawRollbacks(value string) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if value == "" {
 		return out, nil
 	}
-	if err := json.Unmarshal([]byte(v), &out); err != nil {
-		return Rollbacks{}, fmt.Errorf("annotation %s: %w", RollbackAnnotation, err)
+	if err := json.Unmarshal([]byte(value), &out); err != nil {
+		return map[string]json.RawMessage{}, fmt.Errorf("annotation %s: %w", RollbackAnnotation, err)
 	}
 	return out, nil
 }
@@ -235,18 +256,24 @@ func (r Rollbacks) Find(by BoundBy) (key string, rb Rollback, ok bool) {
 
 // SetRollback records in annotations (returned, allocated when nil) how
 // to take back by's change to generation, in place of any entry of by's
-// resource and name; a nil rb removes by's entries. Unreadable entries,
-// or an unreadable annotation, are dropped.
+// resource and name; a nil rb removes by's entries (every entry that
+// Matches by, of any format). The entries of other Bindings stay as
+// written, those of a newer format included; entries no format reads, or
+// an annotation that is not a JSON object, are dropped.
 func SetRollback(annotations map[string]string, by BoundBy, generation int64, rb *Rollback) (map[string]string, error) {
-	r, _ := RollbacksOf(annotations)
+	r, _ := rawRollbacks(annotations[RollbackAnnotation])
 	_, had := annotations[RollbackAnnotation]
 	for k := range r {
-		if e, _, valid := parseEntry(k); !valid || (e.Resource == by.Resource && e.Name == by.Name && (rb != nil || e.Matches(by))) {
+		if e, f := EntryFormat(k); f == 0 || (e.Resource == by.Resource && e.Name == by.Name && (rb != nil || e.Matches(by))) {
 			delete(r, k)
 		}
 	}
 	if rb != nil {
-		r[by.Entry(generation)] = *rb
+		js, err := json.Marshal(rb)
+		if err != nil {
+			return annotations, fmt.Errorf("annotation %s: %w", RollbackAnnotation, err)
+		}
+		r[by.Entry(generation)] = js
 	}
 	if len(r) == 0 {
 		if had {
@@ -266,37 +293,30 @@ func SetRollback(annotations map[string]string, by BoundBy, generation int64, rb
 }
 
 // Forget removes every record of by from annotations (returned): its
-// bound entry, its paced change, its rollback and its hold. It is what a
-// Binding that goes leaves behind it: nothing.
+// bound entry, its paced change, its rollback and its hold, in any format
+// (see RecordFormat). It is what a Binding that goes leaves behind it:
+// nothing.
 func Forget(annotations map[string]string, by BoundBy) map[string]string {
-	if b := BoundOf(annotations); len(b) > 0 {
+	for _, key := range [...]string{BoundAnnotation, HeldAnnotation} {
+		b, _ := ParseBound(annotations[key])
+		newer := newerEntries(annotations[key])
 		n := len(b)
 		for e := range b {
 			if e.Matches(by) {
 				delete(b, e)
 			}
 		}
-		if len(b) != n {
-			annotations = SetBound(annotations, b)
+		if len(b) != n || names(identities(newer), by) {
+			annotations = setList(annotations, key, joinEntries(b.entries(), newer, Bound(nil), &by))
 		}
 	}
 	annotations = SetChange(annotations, by, nil)
-	if h := HeldOf(annotations); len(h) > 0 {
-		n := len(h)
-		for e := range h {
-			if e.Matches(by) {
-				delete(h, e)
-			}
-		}
-		if len(h) != n {
-			annotations = SetHeld(annotations, h)
-		}
-	}
 	annotations, _ = SetRollback(annotations, by, 0, nil)
 	return annotations
 }
 
-// Names reports whether any record of annotations names by.
+// Names reports whether any record of annotations names by, in any
+// format.
 func Names(annotations map[string]string, by BoundBy) bool {
 	if _, ok := BoundGeneration(annotations, by); ok {
 		return true
@@ -308,6 +328,8 @@ func Names(annotations map[string]string, by BoundBy) bool {
 		return true
 	}
 	r, _ := RollbacksOf(annotations)
-	_, _, ok := r.Find(by)
-	return ok
+	if _, _, ok := r.Find(by); ok {
+		return true
+	}
+	return len(NewerRecords(annotations, by)) > 0
 }

@@ -1,6 +1,7 @@
 // Package metrics is bindkit's Prometheus instrumentation: the metric
-// families an operator sees (Families, and docs/operators-guide.md's table built from
-// it), and the observers the framework's parts report to.
+// families an operator sees (Families, and the table of
+// docs/operators-guide.md built from it), and the observers the
+// framework's parts report to.
 //
 // Nothing is registered globally. New registers every family in the
 // registry it is given (NewRegistry adds the Go runtime's and the

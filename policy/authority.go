@@ -338,6 +338,9 @@ func (ref Reference) validate() error {
 			return fmt.Errorf("Group %q: %s", ref.Group, strings.Join(msgs, "; "))
 		}
 	}
+	if ref.Verb == "" {
+		return errors.New("Verb: required, e.g. get")
+	}
 	if msgs := validation.IsDNS1123Label(ref.Verb); len(msgs) > 0 {
 		return fmt.Errorf("Verb %q: must be a verb like get: %s", ref.Verb, strings.Join(msgs, "; "))
 	}

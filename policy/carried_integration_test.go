@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -112,6 +113,23 @@ func TestMutatingPolicyMergesOnlyWhatChangesWithRealAPIServer(t *testing.T) {
 			}
 		})
 	}
+
+	// A newer bindkit's record of the Binding (duck.RecordFormat) is left
+	// alone, and so is the object: nothing merged, the record as it was.
+	t.Run("a record of a newer format", func(t *testing.T) {
+		newer := duck.BoundBy{Resource: envBindings.GroupResource(), Name: "env", UID: b.GetUID()}.String() + ":v2;1;digest=1"
+		for _, key := range []string{duck.BoundAnnotation, duck.HeldAnnotation} {
+			in := base.DeepCopy()
+			in.Annotations = map[string]string{key: newer}
+			got := dryCreate(in)
+			if slices.ContainsFunc(got.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "binding-proxy" }) {
+				t.Errorf("%s: the Binding was merged into an object that holds its newer record: containers %v", key, names(got))
+			}
+			if got.Annotations[key] != newer {
+				t.Errorf("%s = %q, want %q", key, got.Annotations[key], newer)
+			}
+		}
+	})
 }
 
 // createLateSidecarPolicy programs a mutating policy, as another

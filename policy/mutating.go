@@ -139,6 +139,8 @@ func MutatingPolicyName(gr schema.GroupResource) string { return "bind." + gr.St
 //     with matchExpressions matches nothing here; an empty selector
 //     matches every object of the kind, as on the webhook's path); a
 //     subject naming another namespace matches nothing;
+//   - the object holds no record of the Binding of a newer format than
+//     this bindkit's (duck.RecordFormat), which it leaves alone;
 //   - the object is not held from that generation (HeldAnnotation), and,
 //     under a rollout policy, the object either records the Binding at
 //     that generation, or records nothing of it while the Binding's
@@ -306,7 +308,11 @@ func (opts MutatingPolicyOptions) matchConditions(p celPaths, shapes []shapePath
 		terms = append(terms, fmt.Sprintf("!(request.operation == 'UPDATE' && has(request.options.fieldManager) && request.options.fieldManager == %s)", strconv.Quote(opts.SkipPatchesBy)))
 	}
 	held := "!" + annotationList(HeldAnnotation) + ".exists(e, e == " + p.entry + " || e == " + p.legacyKey + " + string(" + p.declaredGeneration + "))"
-	terms = append(terms, held, opts.rolloutReaches(p), "!"+carried(p, shapes))
+	// A newer bindkit's record of the Binding ("<key>:v<N>...", see
+	// duck.RecordFormat): left alone, as the webhook and the reconciler
+	// leave it.
+	newer := "!(" + annotationList(BoundAnnotation) + " + " + annotationList(HeldAnnotation) + ").exists(e, e.startsWith(" + p.key + " + 'v') || e.startsWith(" + p.legacyKey + " + 'v'))"
+	terms = append(terms, held, newer, opts.rolloutReaches(p), "!"+carried(p, shapes))
 	return []admissionregistrationv1.MatchCondition{{Name: AppliesCondition, Expression: "(" + strings.Join(terms, ") && (") + ")"}}
 }
 

@@ -235,6 +235,9 @@ func (a *admitter) holdsBack(b Bindable, by duck.BoundBy, gk schema.GroupKind, s
 	if g, held := duck.HeldOf(subject.Annotations).Lookup(by); held && g == b.GetGeneration() && b.GetDeletionTimestamp() == nil {
 		return true
 	}
+	if b.GetDeletionTimestamp() == nil && duck.NewerRecords(subject.Annotations, by) != nil {
+		return true // a newer bindkit's record: left alone (duck.RecordFormat)
+	}
 	s := Settings{Rollout: a.rollout}
 	p, err := s.rolloutPolicy(b)
 	if err != nil || !p.Enabled() || slices.Contains(defaultAdmissionOnly, gk) {

@@ -47,6 +47,9 @@ func (r *BaseReconciler) companionApps(ctx context.Context, b Bindable, s *subje
 		if _, held := duck.HeldOf(before.Annotations).Lookup(by); held {
 			continue
 		}
+		if duck.NewerRecords(before.Annotations, by) != nil {
+			continue // a newer bindkit's record: left alone
+		}
 		// c is the index's, the informer's: the author's code gets a copy,
 		// one for WithContext and Do.
 		own, err := privateCopy(c)

@@ -444,7 +444,7 @@ func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w 
 	var err error
 	apps := append(companions[:len(companions):len(companions)], applications(mctx, b, by, w, true)...)
 	pl := plannedPatch{before: before, after: before, app: apps[len(apps)-1]}
-	if _, recorded := duck.BoundGeneration(before.Annotations, by); w.bind || recorded {
+	if _, recorded := duck.BoundGeneration(before.Annotations, by); w.bind || recorded || newerBound(before.Annotations, by) {
 		if pl.after, pl.ops, err = bindingStep(s.shape, before, apps...); err != nil {
 			return plannedPatch{}, err
 		}
@@ -458,6 +458,13 @@ func planPatch(mctx context.Context, b Bindable, by duck.BoundBy, s *subject, w 
 		return plannedPatch{}, fmt.Errorf("create patch: %w", err)
 	}
 	return pl, nil
+}
+
+// newerBound reports whether the subject's bound record names by in a
+// newer format than this bindkit's (duck.RecordFormat): it carries b's
+// change, which unbinding undoes, as it would one of this format.
+func newerBound(annotations map[string]string, by duck.BoundBy) bool {
+	return slices.Contains(duck.NewerRecords(annotations, by), duck.BoundAnnotation)
 }
 
 // guardedPatch is ops, guarded against the subject as o read it

@@ -158,6 +158,10 @@ func TestAdmissionDuringRollout(t *testing.T) {
 		{"new subject, undone, rollout complete", paced, complete, deployment, map[string]string{"undo": "3"}, true},
 		{"at the restored generation, undone", nil, nil, deployment, map[string]string{"undo": "3", duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u1:1"}, true},
 		{"new subject, an undo of another generation", nil, nil, deployment, map[string]string{"undo": "2"}, false},
+		// A newer bindkit's record of the Binding: left alone (duck.RecordFormat).
+		{"a newer format's record, no policy", nil, nil, deployment, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u1:v2;3"}, true},
+		{"a newer format's record, a bare Pod", paced, complete, pod, map[string]string{duck.RolloutAnnotation: "envbindings.test.bindkit.dev/env@u1:v2;3;1;1"}, true},
+		{"a predecessor's newer record", nil, nil, deployment, map[string]string{duck.BoundAnnotation: "envbindings.test.bindkit.dev/env@u0:v2;3"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &envBinding{}

@@ -358,6 +358,9 @@ func (r *BaseReconciler) survey(ctx context.Context, b, undone Bindable, s *subj
 		// Most subjects carry no rollout or hold record: parsing nothing
 		// would still allocate, once per subject per reconcile.
 		ann := m.GetAnnotations()
+		if duck.NewerRecords(ann, by) != nil {
+			return // a newer bindkit's record of b: left as it is (duck.RecordFormat)
+		}
 		if _, has := ann[duck.RolloutAnnotation]; has {
 			if c, ok := duck.ChangesOf(ann).Lookup(by); ok {
 				out.changed = append(out.changed, changedSubject{name: m.GetName(), change: c})

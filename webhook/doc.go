@@ -1,4 +1,6 @@
-// Package webhook is bindkit's HTTPS admission webhook server.
+// Package webhook is bindkit's HTTPS admission webhook server. It bounds
+// everything an admission request can cost before anything is decoded, so
+// no peer, fast or hostile, takes the process or the kube-apiserver down.
 //
 // A Server routes AdmissionReviews to AdmissionControllers by URL path. It
 // owns everything around the decision: it accepts admission.k8s.io/v1 and

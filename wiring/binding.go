@@ -342,8 +342,11 @@ func (b *Kind) validate(opts Options) error {
 			errs = append(errs, fmt.Errorf("Options.Rollout: %w", err))
 		}
 	}
-	if _, _, err := policy.Authority(b.authority); err != nil {
-		errs = append(errs, err)
+	if len(errs) == 0 || b.GVR.Resource != "" && b.GVR.Group != "" && b.GVR.Version != "" {
+		// The authority policy's own options (the resource is reported once, above).
+		if _, _, err := policy.Authority(b.authority); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if opts.PatchConcurrency < 0 {
 		errs = append(errs, fmt.Errorf("Options.PatchConcurrency %d: must not be negative", opts.PatchConcurrency))

@@ -1,4 +1,6 @@
 // Package wiring connects a Binding kind to the process: start from New.
+// One call from the kind's Go type builds its controller and its
+// admission, on whichever path the kind and the cluster allow.
 //
 //	kind, err := wiring.New[v1alpha1.EnvBinding](v1alpha1.GroupVersionResource(), wiring.Options{})
 //	if err != nil { ... }

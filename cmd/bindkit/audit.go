@@ -16,7 +16,8 @@ import (
 )
 
 // errFindings is returned, after the report, when the audit found
-// records that are not the truth: exit status 1.
+// records that are not the truth: exit status 3, as kubectl bindkit
+// audit's, so a script tells findings from an error (1).
 var errFindings = fmt.Errorf("records that are not the truth were found")
 
 // runAudit is `bindkit audit`: package audit against the cluster of the
@@ -39,8 +40,8 @@ generation not carried, holds a complete rollout should have lifted. Each
 finding comes with the fix (a merge patch of the subject, as a kubectl
 command); -fix applies them. It also lists the Bindings with no record of
 who asked for them (written before bindkit recorded their author), which
-do not change the exit status. Exit status: 0 with no finding, 1 with
-findings (or an error), 2 for bad usage.
+do not change the exit status. Exit status: 0 with no finding, 3 with
+findings (as kubectl bindkit audit), 1 for an error, 2 for bad usage.
 
 Examples:
   bindkit audit

@@ -6,6 +6,7 @@
 //	bindkit generate [-crd-dir config] [-header FILE] [-check] [PACKAGE...]
 //	bindkit controlplane [-minor 1.37]
 //	bindkit audit [-n NAMESPACE] [-o table|json|yaml] [-fix]
+//	bindkit version
 //
 // Run it from the Go module proxy to create a module:
 //
@@ -41,6 +42,7 @@ func commands() []command {
 		{"generate", "generate deep copies and CRDs with controller-gen " + ControllerToolsVersion, runGenerate},
 		{"audit", "report records bindkit keeps on workloads that are not the truth, with their fixes", runAudit},
 		{"controlplane", "put the newest minor's control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) into the user cache, using binaries already on the machine", runControlPlane},
+		{"version", "print the module version and VCS revision bindkit was built from", runVersion},
 	}
 }
 
@@ -48,14 +50,27 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	case err != nil:
+	code := exitStatus(err)
+	if code != 0 && code != 2 {
 		fmt.Fprintln(os.Stderr, "bindkit:", err)
-		os.Exit(1)
 	}
+	os.Exit(code)
+}
+
+// exitStatus is the process's exit status after err: 0 for none (or
+// help), 2 for bad usage (said already), 3 when audit found records that
+// are not the truth (as kubectl bindkit audit exits), 1 for any other
+// error.
+func exitStatus(err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.Is(err, errFindings):
+		return 3
+	}
+	return 1
 }
 
 // errUsage is returned after a usage message has been printed.
@@ -71,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errUsage
 		}
 		return flag.ErrHelp
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args[0] = "version" // as the controllers' flag
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {

@@ -1,4 +1,6 @@
-// Package logging carries a *zap.Logger in a context.Context.
+// Package logging carries a *zap.Logger in a context.Context. Code far
+// from the process's main logs with the names of the controller, the key
+// and the reconcile it runs in, without a logger passed down by hand.
 //
 // controller.Impl puts a logger that already names the controller, the key
 // and the reconcile ID into the context it passes to Reconcile; code below a

@@ -1,5 +1,7 @@
 // Package sharedmain runs several controllers and bindkit's admission
-// webhook in one process.
+// webhook in one process. It is the one place flags, clients, leader
+// election, certificates, probes, metrics and shutdown are set up, so a
+// binary's main is one call.
 //
 // A binary's main lists its controller constructors and nothing else:
 //
@@ -27,7 +29,8 @@
 // MutatingAdmissionPolicy, "policy", the default, or by the webhook),
 // --metrics-address, --metrics-secure, --metrics-cert-dir and
 // --listen-addresses-file;
-// each is a field of Flags), stops
+// each is a field of Flags; --version prints the module version and VCS
+// revision the binary was built from, ReadBuildInfo, and exits 0), stops
 // on SIGINT or SIGTERM
 // and exits with a status that says how it ended. MainWithContext, shaped
 // like knative's, takes its settings from the context (WithFlags,

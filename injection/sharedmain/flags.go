@@ -260,8 +260,9 @@ func (f Flags) validateCertificates() error {
 
 // ParseFlags parses args (without the program name) with a flag set of its
 // own, named component; usage and errors go to output (os.Stderr for Main).
-// It returns flag.ErrHelp for -h and an error naming the flag for a bad
-// value or a positional argument.
+// It returns flag.ErrHelp for -h, ErrVersion for --version (whatever the
+// other flags) and an error naming the flag for a bad value or a
+// positional argument.
 func ParseFlags(component string, args []string, output io.Writer) (Flags, error) {
 	f := DefaultFlags()
 	fs := flag.NewFlagSet(component, flag.ContinueOnError)
@@ -315,8 +316,13 @@ func ParseFlags(component string, args []string, output io.Writer) (Flags, error
 	fs.StringVar(&f.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics endpoint's certificate and key, tls.crt and tls.key (a mounted kubernetes.io/tls Secret), "+
 		"read again when they change; empty serves a self-signed certificate generated at start")
 
+	version := fs.Bool("version", false, "print the module version and VCS revision the binary was built from, and exit")
+
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
+	}
+	if *version {
+		return Flags{}, ErrVersion
 	}
 	if fs.NArg() > 0 {
 		return Flags{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))

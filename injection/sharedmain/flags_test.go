@@ -250,6 +250,9 @@ func TestEveryFlagHasAField(t *testing.T) {
 		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "-"); ok {
 			name, _, _ = strings.Cut(name, " ")
 			names = append(names, name)
+			if name == "version" {
+				continue // an action, not a setting: TestParseFlagsVersion
+			}
 			v, ok := values[name]
 			if !ok {
 				t.Errorf("flag --%s has no test value here: add it, and check its Flags field", name)
@@ -319,6 +322,19 @@ func TestParseFlagsHelp(t *testing.T) {
 		if !strings.Contains(usage.String(), def) {
 			t.Errorf("usage does not show %s:\n%s", def, usage.String())
 		}
+	}
+}
+
+// TestParseFlagsVersion: --version asks for the build information,
+// whatever else the command line says (Main prints it and exits 0).
+func TestParseFlagsVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"--kubeconfig=/k", "--version"}, {"--version", "--disable-ha"}} {
+		if _, err := ParseFlags("test", args, io.Discard); !errors.Is(err, ErrVersion) {
+			t.Errorf("ParseFlags(%v) error = %v, want ErrVersion", args, err)
+		}
+	}
+	if _, err := ParseFlags("test", []string{"--version=false"}, io.Discard); err != nil {
+		t.Errorf("ParseFlags(--version=false) = %v", err)
 	}
 }
 

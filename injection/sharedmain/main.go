@@ -50,12 +50,16 @@ const CacheSyncTimeout = 2 * time.Minute
 // Main runs the controllers ctors build, and the admission webhook if any
 // of them is an admission controller, as the process component: it parses
 // os.Args (see ParseFlags), stops on SIGINT or SIGTERM and returns after a
-// signal-driven shutdown. It exits 2 on a bad command line (0 for -h) and
-// 1, with the reason on stderr, when start-up or a component fails.
+// signal-driven shutdown. It exits 2 on a bad command line (0 for -h, and
+// for --version, which prints ReadBuildInfo to stdout) and 1, with the
+// reason on stderr, when start-up or a component fails.
 func Main(component string, ctors ...Constructor) {
 	flags, err := ParseFlags(component, os.Args[1:], os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, ErrVersion):
+		fmt.Print(ReadBuildInfo())
 		os.Exit(0)
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)

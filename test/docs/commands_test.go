@@ -2,15 +2,20 @@ package docs
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // block is a command block of a document.
@@ -138,8 +143,25 @@ func docBlocks(t *testing.T, path string) []block {
 func commandLines(text string) []string {
 	var out []string
 	text = strings.ReplaceAll(text, "\\\n", " ")
-	for _, line := range strings.Split(text, "\n") {
-		if i := strings.Index(line, " #"); i >= 0 {
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		// A here-document: its body, up to the delimiter, is the
+		// command's, after a newline.
+		if m := hereDoc.FindStringSubmatch(line); m != nil {
+			body := []string{strings.TrimSpace(line)}
+			for i++; i < len(lines) && strings.TrimSpace(lines[i]) != m[1]; i++ {
+				body = append(body, lines[i])
+			}
+			out = append(out, strings.Join(body, "\n"))
+			continue
+		}
+		// A single-quoted argument spanning lines is one argument.
+		for strings.Count(line, "'")%2 == 1 && i+1 < len(lines) {
+			i++
+			line += " " + lines[i]
+		}
+		if i := strings.Index(line, " #"); i >= 0 && strings.Count(line[:i], "'")%2 == 0 {
 			line = line[:i]
 		}
 		if line = strings.Join(strings.Fields(line), " "); line != "" && !strings.HasPrefix(line, "#") {
@@ -148,6 +170,10 @@ func commandLines(text string) []string {
 	}
 	return out
 }
+
+// hereDoc matches a command line that opens a here-document, and its
+// delimiter.
+var hereDoc = regexp.MustCompile(`<<-?'?([A-Z]+)'?\s*$`)
 
 // session runs one block's commands in order, in a working directory the
 // commands change.
@@ -172,8 +198,14 @@ func (s *session) run(line string) {
 		}
 	case fields[0] == "make":
 		s.exec(root, nil, append([]string{"make", "-n"}, fields[1:]...)...)
+	case fields[0] == "kubectl" && strings.Contains(line, "\n"):
+		checkHereDoc(t, line)
 	case fields[0] == "kubectl":
 		checkKubectl(t, fields)
+	case shellVariable.MatchString(line), fields[0] == "sleep", fields[0] == "kill" && strings.HasPrefix(fields[1], "%"):
+		t.Logf("the shell's own (a variable, a wait, a background job): %s", line)
+	case fields[0] == "curl":
+		checkCurl(t, line)
 	case strings.HasPrefix(line, "(cd config && kustomize edit set image "):
 		image, _, _ := strings.Cut(strings.TrimSuffix(fields[len(fields)-1], ")"), "=")
 		if !configHolds(t, "image: "+image) {
@@ -256,7 +288,8 @@ func (s *session) environment() []string {
 		}
 		s.env = append(s.env, v+"="+strings.TrimSpace(string(out)))
 	}
-	s.env = append(s.env, "XDG_CACHE_HOME="+s.t.TempDir(), "XDG_DATA_HOME="+s.t.TempDir(),
+	// GOBIN: a page's go install lands in the session's own directory.
+	s.env = append(s.env, "XDG_CACHE_HOME="+s.t.TempDir(), "XDG_DATA_HOME="+s.t.TempDir(), "GOBIN="+s.t.TempDir(),
 		"KUBEBUILDER_ASSETS=", "BINDKIT_BIN_DIR=", "CI=", "GOWORK=off", "GOFLAGS=-mod=readonly")
 	return s.env
 }
@@ -281,6 +314,10 @@ func (s *session) controlPlane(args []string) {
 		return
 	}
 	env := append(s.environment(), "KUBEBUILDER_ASSETS="+bins)
+	if slices.Contains(args, "-run") {
+		s.runUntilReady(env, append(command, args...))
+		return
+	}
 	out := s.exec(s.cwd, env, append(command, args...)...)
 	if !strings.Contains(out, "nothing to build") {
 		s.t.Errorf("go tool bindkit controlplane with KUBEBUILDER_ASSETS=%s builds:\n%s", bins, out)
@@ -349,6 +386,51 @@ func checkKubectl(t *testing.T, fields []string) {
 	}
 }
 
+// shellVariable matches a line that only sets a shell variable.
+var shellVariable = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=\S+$`)
+
+// checkHereDoc checks a kubectl command whose objects come from a
+// here-document: they must be Kubernetes objects (apiVersion, kind, name).
+func checkHereDoc(t *testing.T, line string) {
+	t.Helper()
+	command, body, _ := strings.Cut(line, "\n")
+	if !strings.Contains(command, "-f -") {
+		t.Errorf("%s: a here-document is read only with -f -", command)
+		return
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(body), 4096)
+	for n := 0; ; n++ {
+		var obj map[string]any
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+			if n == 0 {
+				t.Errorf("%s: the here-document holds no object", command)
+			}
+			return
+		} else if err != nil {
+			t.Errorf("%s: %v", command, err)
+			return
+		}
+		meta, _ := obj["metadata"].(map[string]any)
+		if obj["apiVersion"] == nil || obj["kind"] == nil || meta["name"] == nil {
+			t.Errorf("%s: object %d lacks apiVersion, kind or metadata.name: %v", command, n, obj)
+		}
+	}
+}
+
+// checkCurl checks a curl of the controller's metrics endpoint (a
+// port-forward of a cluster's controller, which cannot run here): it asks
+// for /metrics over HTTPS, as the endpoint serves it. What it answers,
+// 401, 403 or the metrics, is injection/sharedmain's
+// TestMetricsAuthWithRealAPIServer's to check.
+func checkCurl(t *testing.T, line string) {
+	t.Helper()
+	if !strings.Contains(line, "https://localhost:") || !strings.Contains(line, "/metrics") {
+		t.Errorf("%s: test/docs checks only curls of https://localhost:PORT/metrics", line)
+		return
+	}
+	t.Logf("not run (a cluster's controller, through a port-forward): %s", line)
+}
+
 // configHolds reports whether a YAML file under config/ holds text.
 func configHolds(t *testing.T, text string) bool {
 	t.Helper()
@@ -367,4 +449,14 @@ func configHolds(t *testing.T, text string) bool {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// TestCommandLines: continued lines are joined, a here-document stays
+// with its command, a quoted argument spanning lines is one, comments go.
+func TestCommandLines(t *testing.T) {
+	text := "kubectl apply -f - <<'EOF'\nkind: X\nEOF\nkubectl patch d x -p='[\n  {\"op\": \"add\"}\n]'\ngo test \\\n  ./...   # all\n# a comment\n"
+	want := []string{"kubectl apply -f - <<'EOF'\nkind: X", "kubectl patch d x -p='[ {\"op\": \"add\"} ]'", "go test ./..."}
+	if diff := cmp.Diff(want, commandLines(text)); diff != "" {
+		t.Errorf("commandLines (-want +got):\n%s", diff)
+	}
 }

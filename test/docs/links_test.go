@@ -107,7 +107,6 @@ func slug(heading string) string {
 	return b.String()
 }
 
-
 // TestDocsLinks: no internal link of README.md, the repository's other
 // documents or docs/ is broken (the file exists, and so does the heading
 // an anchor names), and every page of docs/ is reached from README.md,

@@ -3,7 +3,11 @@ package operator_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +19,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/bindkit/bindkit/cmd/kubectl-bindkit/cli"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/examples/sinkbinding/pkg/apis/bindings/v1alpha1"
+	"github.com/bindkit/bindkit/test/demo"
 	"github.com/bindkit/bindkit/test/rollout"
 	"github.com/bindkit/bindkit/test/testenv"
 )
@@ -126,16 +130,60 @@ func deployments(t *testing.T, kube kubernetes.Interface, ns string) map[string]
 	return out
 }
 
-// kubectl runs kubectl-bindkit (package cli, in process) against env with
-// args, and returns its output and exit status; the command line, the
+// The plugin's exit statuses, as its --help and the README document them
+// (package cli's Exit constants).
+const (
+	exitOK      = 0
+	exitError   = 1
+	exitChanges = 3
+	exitPaused  = 4
+	exitHalted  = 5
+)
+
+// pluginModule is the plugin's module directory (a module of its own, so
+// the framework's module cannot import its packages).
+const pluginModule = "../../cmd/kubectl-bindkit"
+
+// plugin returns the kubectl-bindkit binary, built from pluginModule
+// once per control plane, as an operator installs it.
+func plugin(t *testing.T, env *testenv.Environment) string {
+	t.Helper()
+	binary, err := demo.BuiltFor(env, pluginModule, ".", "kubectl-bindkit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return binary
+}
+
+// run runs the kubectl-bindkit binary with args, as kubectl runs a plugin,
+// with the control plane's own discovery cache ($KUBECACHEDIR, shared as
+// one operator's ~/.kube/cache is), and returns
+// its output, its errors and its exit status; the command line, the
 // output and the errors go to the test's log.
+func run(t *testing.T, env *testenv.Environment, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(t.Context(), plugin(t, env), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(env.Dir, "kube-cache"))
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitCode()
+	case err != nil:
+		t.Fatalf("kubectl bindkit %s: %v", strings.Join(args, " "), err)
+	}
+	t.Logf("$ kubectl bindkit %s\n%s%s(exit %d)", strings.Join(args, " "), out.String(), errOut.String(), code)
+	return out.String(), errOut.String(), code
+}
+
+// kubectl runs kubectl-bindkit against env with args, and returns its
+// output and exit status.
 func kubectl(t *testing.T, env *testenv.Environment, args ...string) (string, int) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	full := append([]string{"--kubeconfig", env.KubeconfigPath}, args...)
-	code := cli.Main(t.Context(), full, &stdout, &stderr)
-	t.Logf("$ kubectl bindkit %s\n%s%s(exit %d)", strings.Join(args, " "), stdout.String(), stderr.String(), code)
-	return stdout.String(), code
+	out, _, code := run(t, env, append([]string{"--kubeconfig", env.KubeconfigPath}, args...)...)
+	return out, code
 }
 
 // kubectlJSON runs kubectl-bindkit with -o json and decodes its output

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/bindingtest"
-	"github.com/bindkit/bindkit/cmd/kubectl-bindkit/cli"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/psbinding"
 	"github.com/bindkit/bindkit/test/demo"
@@ -65,11 +64,11 @@ func TestHeldBindingPlansWhatResumingApplies(t *testing.T) {
 
 	var view planView
 	code := kubectlJSON(t, env, &view, "plan", "sinkbinding/sink", "-n", ns, "--timeout", "2m")
-	wantCode(t, "plan", code, cli.ExitChanges)
+	wantCode(t, "plan", code, exitChanges)
 	predicted := checkPlan(t, view.Plan, before, all)
 
 	out, code := kubectl(t, env, "plan", "sinkbinding/sink", "-n", ns)
-	wantCode(t, "plan", code, cli.ExitChanges)
+	wantCode(t, "plan", code, exitChanges)
 	wantLines(t, "plan", out,
 		"sinkbinding.bindings.bindkit.dev/sink (namespace "+ns+") is paused. Resuming it rolls out generation 1:",
 		"100 subjects selected: 100 to bind, 0 to unbind, 0 unchanged",
@@ -88,17 +87,17 @@ func TestHeldBindingPlansWhatResumingApplies(t *testing.T) {
 		}
 	}
 	out, code = kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns)
-	wantCode(t, "rollout status", code, cli.ExitPaused)
+	wantCode(t, "rollout status", code, exitPaused)
 	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: rollout paused: rollout of generation 1 paused before its first wave: 100 of 100 subjects to change")
 	wantEvents(t, kube, ns, psbinding.ReasonRolloutPaused, "rollout of generation 1 paused before its first wave")
 	wantEvents(t, kube, ns, psbinding.ReasonRolloutPlanned, "generation 1 planned: 100 subjects to bind, 0 to unbind, 0 unchanged, in 4 waves")
 	wantMetric(t, ctrl, "bindkit_rollouts", map[string]string{"resource": "sinkbindings.bindings.bindkit.dev", "state": "paused"}, 1)
 
 	out, code = kubectl(t, env, "rollout", "resume", "sinkbinding/sink", "-n", ns)
-	wantCode(t, "rollout resume", code, cli.ExitOK)
+	wantCode(t, "rollout resume", code, exitOK)
 	wantLines(t, "rollout resume", out, "sinkbinding.bindings.bindkit.dev/sink resumed")
 	out, code = kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "4m")
-	wantCode(t, "rollout status", code, cli.ExitOK)
+	wantCode(t, "rollout status", code, exitOK)
 	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: generation 1 rolled out: 100 of 100 subjects updated in") // waves: as slots free up
 
 	// What resuming applied is what the plan said, subject by subject.

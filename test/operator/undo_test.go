@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bindkit/bindkit/bindingtest"
-	"github.com/bindkit/bindkit/cmd/kubectl-bindkit/cli"
 	"github.com/bindkit/bindkit/duck"
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/psbinding"
@@ -41,7 +40,7 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code := kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "4m")
-	wantCode(t, "rollout status", code, cli.ExitOK)
+	wantCode(t, "rollout status", code, exitOK)
 	wantLines(t, "rollout status", out, "generation 1 rolled out: 20 of 20 subjects updated in") // waves: as slots free up
 	complete := map[string]corev1.PodTemplateSpec{}
 	for name, d := range deployments(t, kube, ns) {
@@ -63,7 +62,7 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 		return ""
 	})
 	out, code = kubectl(t, env, "rollout", "pause", "sinkbinding/sink", "-n", ns)
-	wantCode(t, "rollout pause", code, cli.ExitOK)
+	wantCode(t, "rollout pause", code, exitOK)
 	wantLines(t, "rollout pause", out, "sinkbinding.bindings.bindkit.dev/sink paused")
 	var paused *duck.RolloutStatus
 	rollout.Poll(t, time.Minute, "the rollout to pause, its waves in flight done", func() string {
@@ -90,19 +89,19 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	}
 	var view planView
 	code = kubectlJSON(t, env, &view, "plan", "sinkbinding/sink", "-n", ns)
-	wantCode(t, "plan", code, cli.ExitChanges)
+	wantCode(t, "plan", code, exitChanges)
 	if p := view.Plan; p == nil || p.Generation != 2 || p.Bind != len(all)+1-changed || p.Unchanged != changed || len(p.Waves) == 0 || p.Waves[0].Number != paused.Wave+1 {
 		t.Errorf("plan of the paused rollout %+v: want generation 2, %d to bind from wave %d, %d unchanged", p, len(all)+1-changed, paused.Wave+1, changed)
 	}
 	out, code = kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--watch=false")
-	wantCode(t, "rollout status", code, cli.ExitPaused)
+	wantCode(t, "rollout status", code, exitPaused)
 	wantLines(t, "rollout status", out, fmt.Sprintf("rollout paused: rollout of generation 2 paused after wave %d: %d of 21 subjects updated", paused.Wave, changed))
 
 	out, code = kubectl(t, env, "rollout", "undo", "sinkbinding/sink", "-n", ns)
-	wantCode(t, "rollout undo", code, cli.ExitOK)
+	wantCode(t, "rollout undo", code, exitOK)
 	wantLines(t, "rollout undo", out, "sinkbinding.bindings.bindkit.dev/sink rolling back: generation 2 undone, its subjects brought back to generation 1")
 	out, code = kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "4m")
-	wantCode(t, "rollout status", code, cli.ExitOK)
+	wantCode(t, "rollout status", code, exitOK)
 	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: rollout undone: generation 2 undone: every subject carries generation 1")
 	for name, d := range deployments(t, kube, ns) {
 		if name == "late-000" {
@@ -119,8 +118,22 @@ func TestPauseStopsAfterTheWaveInFlightAndUndoRestores(t *testing.T) {
 	wantEvents(t, kube, ns, psbinding.ReasonRolloutUndone, "generation 2 undone")
 	wantMetric(t, ctrl, "bindkit_rollouts", map[string]string{"resource": "sinkbindings.bindings.bindkit.dev", "state": "undone"}, 1)
 	out, code = kubectl(t, env, "why", "deployment/app-000", "-n", ns)
-	wantCode(t, "why", code, cli.ExitOK)
-	wantLines(t, "why", out, "BINDING", "sinkbinding.bindings.bindkit.dev/sink  1        2        undone  RolloutUndone")
+	wantCode(t, "why", code, exitOK)
+	wantLines(t, "why", out, "BINDING", "sinkbinding.bindings.bindkit.dev/sink  1        2        undone  RolloutUndone",
+		// What it carries: generation 1's values, not generation 2's.
+		"carries generation 1; its spec (from the rollout history) and generation 2's differ in: sink: https://sink.example.com/v1 -> https://sink.example.com/v2",
+		"carries in its pod template: env K_SINK=https://sink.example.com/v1",
+		"generation 2 adds: env K_SINK=https://sink.example.com/v2")
+	var why struct {
+		Bindings []struct {
+			CarriedFrom string
+			CarriedSpec struct{ Sink string }
+		}
+	}
+	wantCode(t, "why -o json", kubectlJSON(t, env, &why, "why", "deployment/app-000", "-n", ns), exitOK)
+	if len(why.Bindings) != 1 || why.Bindings[0].CarriedFrom != "rollout-history" || why.Bindings[0].CarriedSpec.Sink != "https://sink.example.com/v1" {
+		t.Errorf("why deployment/app-000 -o json: %+v, want generation 1's spec (sink v1) from the rollout history", why.Bindings)
+	}
 	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
 
@@ -180,7 +193,7 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 		return ""
 	})
 	out, code := kubectl(t, env, "rollout", "pause", "sinkbinding/c-cache", "-n", ns)
-	wantCode(t, "rollout pause", code, cli.ExitOK)
+	wantCode(t, "rollout pause", code, exitOK)
 	wantLines(t, "rollout pause", out, "sinkbinding.bindings.bindkit.dev/c-cache paused")
 	setSink(t, dyn, ns, "c-cache", "https://sink.example.com/cache")
 	rollout.Poll(t, time.Minute, "c-cache paused at generation 2", func() string {
@@ -191,7 +204,7 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 	})
 
 	out, code = kubectl(t, env, "why", "deployment/web", "-n", ns)
-	wantCode(t, "why", code, cli.ExitOK)
+	wantCode(t, "why", code, exitOK)
 	wantLines(t, "why", out,
 		"deployment.apps/web (namespace "+ns+") records 3 Bindings:",
 		"BINDING                                      CARRIES  CURRENT  STATE     REASON",
@@ -203,7 +216,9 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 		"sinkbinding.bindings.bindkit.dev/b-certs:",
 		"adds: env K_SINK="+sink+"; env K_CA_CERTS=/var/run/sinkbinding/ca-certs; mount sinkbinding-ca-certs at /var/run/sinkbinding/ca-certs; volume sinkbinding-ca-certs",
 		"sinkbinding.bindings.bindkit.dev/c-cache:",
-		"adds (as of generation 2): env K_SINK=https://sink.example.com/cache",
+		"carries generation 1, whose spec is not recorded",
+		"carries in its pod template: env K_SINK="+sink,
+		"generation 2 adds: env K_SINK=https://sink.example.com/cache",
 		"rollout of generation 2 paused before its first wave: 1 of 1 subjects to change")
 	if strings.Contains(out, "d-back") {
 		t.Errorf("why deployment/web names d-back, which selects db only:\n%s", out)
@@ -216,12 +231,12 @@ func TestWhyNamesTheBindingsOfAWorkload(t *testing.T) {
 		}
 	}
 	code = kubectlJSON(t, env, &view, "why", "deployment/db", "-n", ns)
-	wantCode(t, "why", code, cli.ExitOK)
+	wantCode(t, "why", code, exitOK)
 	if len(view.Bindings) != 1 || view.Bindings[0].Binding != "sinkbinding.bindings.bindkit.dev/d-back" || view.Bindings[0].Recorded != 1 || view.Bindings[0].Current != 1 || view.Bindings[0].State != "complete" {
 		t.Errorf("why deployment/db: %+v, want d-back alone, at generation 1, complete", view.Bindings)
 	}
 	out, code = kubectl(t, env, "why", "deployment/nosuch", "-n", ns)
-	wantCode(t, "why of a missing workload", code, cli.ExitError)
+	wantCode(t, "why of a missing workload", code, exitError)
 	_ = out
 	bindingtest.Audit(t, env, bindingtest.AuditOptions{Namespace: ns})
 }
@@ -246,7 +261,7 @@ func TestHaltedRolloutIsUndone(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, code := kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "3m")
-	wantCode(t, "rollout status", code, cli.ExitOK)
+	wantCode(t, "rollout status", code, exitOK)
 	complete := map[string]corev1.PodTemplateSpec{}
 	for name, d := range deployments(t, kube, ns) {
 		complete[name] = d.Spec.Template
@@ -257,20 +272,20 @@ func TestHaltedRolloutIsUndone(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code := kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "3m")
-	wantCode(t, "rollout status", code, cli.ExitHalted)
+	wantCode(t, "rollout status", code, exitHalted)
 	wantLines(t, "rollout status", out, "sinkbinding.bindings.bindkit.dev/sink: rollout halted: rollout of generation 2 halted at wave 1: app-000: ")
 	out, code = kubectl(t, env, "why", "deployment/app-000", "-n", ns)
-	wantCode(t, "why", code, cli.ExitOK)
+	wantCode(t, "why", code, exitOK)
 	wantLines(t, "why", out, "deployment.apps/app-000 (namespace "+ns+") records 1 Binding:",
 		"sinkbinding.bindings.bindkit.dev/sink 2 2 halted RolloutHalted",
 		"adds: env K_SINK=https://sink.example.com/v1; container sink-forwarder ("+envtest.FailingImage+")",
 		"changed to generation 2 by wave 1 at ")
 
 	out, code = kubectl(t, env, "rollout", "undo", "sinkbinding/sink", "-n", ns)
-	wantCode(t, "rollout undo", code, cli.ExitOK)
+	wantCode(t, "rollout undo", code, exitOK)
 	wantLines(t, "rollout undo", out, "generation 2 undone, its subjects brought back to generation 1")
 	_, code = kubectl(t, env, "rollout", "status", "sinkbinding/sink", "-n", ns, "--timeout", "3m")
-	wantCode(t, "rollout status", code, cli.ExitOK)
+	wantCode(t, "rollout status", code, exitOK)
 	for name, d := range deployments(t, kube, ns) {
 		if diff := cmp.Diff(complete[name], d.Spec.Template); diff != "" {
 			t.Errorf("Deployment %s after the undo differs from its template at the last complete generation (-then +now):\n%s", name, diff)

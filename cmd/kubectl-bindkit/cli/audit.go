@@ -2,8 +2,9 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	"github.com/bindkit/bindkit/audit"
 )
@@ -28,9 +29,8 @@ Examples:
   kubectl bindkit audit -n shop
   kubectl bindkit audit -A -o json
   kubectl bindkit audit -A --fix`,
-		flags: func(fs *flag.FlagSet, o *options) {
-			fs.BoolVar(&o.allNamespaces, "all-namespaces", false, "audit every namespace")
-			fs.BoolVar(&o.allNamespaces, "A", false, "short for --all-namespaces")
+		flags: func(fs *pflag.FlagSet, o *options) {
+			fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "audit every namespace")
 			fs.BoolVar(&o.fix, "fix", false, "apply each subject's fix after the report")
 		},
 		run: runAudit,

@@ -3,18 +3,19 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
 // Exit statuses, one meaning each, for scripts.
 const (
 	// ExitOK: done. The rollout is complete (or undone), the plan changes
-	// no subject, the audit found nothing, the control was applied.
+	// no pod template, the audit found nothing, the control was applied.
 	ExitOK = 0
 	// ExitError: the command failed: the cluster could not be reached,
 	// read or written, no such object, nothing to undo to, a Binding that
@@ -22,9 +23,9 @@ const (
 	ExitError = 1
 	// ExitUsage: the command line is wrong.
 	ExitUsage = 2
-	// ExitChanges: plan would change subjects; audit found records that
-	// are not the truth; rollout status is not done (still rolling out or
-	// undoing, with --watch=false or past --timeout).
+	// ExitChanges: plan would change pod templates; audit found records
+	// that are not the truth; rollout status is not done (still rolling
+	// out or undoing, with --watch=false or past --timeout).
 	ExitChanges = 3
 	// ExitPaused: rollout status found the rollout paused: nothing moves
 	// until it is resumed.
@@ -54,23 +55,33 @@ var errUsage = errors.New("usage")
 
 // Main runs kubectl-bindkit with args (without the program's name),
 // writing its output to stdout and its errors to stderr, and returns the
-// exit status.
+// exit status. An error is one line on stderr: what went wrong first
+// (the cluster unreachable, the connection refused, a request timed out,
+// forbidden, not found), not what failed because of it.
+//
+// Main does not touch process-wide state: the command (package main)
+// silences klog, so that no client-go log line reaches the operator.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdout, stderr)
 	var ee *exitError
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, pflag.ErrHelp):
 		return ExitOK
 	case errors.Is(err, errUsage):
 		return ExitUsage
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "error:", ee.err)
+			fmt.Fprintln(stderr, "error:", oneLine(ee.err))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "error:", err)
+	fmt.Fprintln(stderr, "error:", oneLine(err))
 	return ExitError
+}
+
+// oneLine is err's message on one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // command is one subcommand: its name, one line to say what it does, its
@@ -79,11 +90,11 @@ type command struct {
 	name, summary, usage string
 	run                  func(ctx context.Context, o *options, args []string) error
 	// flags adds the command's own flags.
-	flags func(fs *flag.FlagSet, o *options)
+	flags func(fs *pflag.FlagSet, o *options)
 }
 
 func commands() []command {
-	return []command{planCommand(), rolloutCommand(), whyCommand(), auditCommand()}
+	return []command{planCommand(), rolloutCommand(), whyCommand(), auditCommand(), versionCommand()}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -96,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if len(args) == 0 {
 			return errUsage
 		}
-		return flag.ErrHelp
+		return pflag.ErrHelp
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -108,30 +119,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return errUsage
 }
 
-// valuedGlobalFlags are the flags every command takes that take a value.
-var valuedGlobalFlags = map[string]bool{
-	"-kubeconfig": true, "--kubeconfig": true, "-context": true, "--context": true,
-	"-n": true, "-namespace": true, "--namespace": true, "-o": true, "-output": true, "--output": true,
-}
-
 // commandFirst moves the flags given before the command after it:
 // kubectl's flags go anywhere on the line, the command's name included
-// (kubectl bindkit --kubeconfig k plan ...).
+// (kubectl bindkit --kubeconfig k plan ...). Which flags take a value is
+// read from the flag sets themselves.
 func commandFirst(args []string) []string {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case !strings.HasPrefix(a, "-"):
+		case a == "--":
+			return args
+		case !strings.HasPrefix(a, "-") || a == "-":
 			if i == 0 {
 				return args
 			}
 			out := append([]string{a}, args[:i]...)
 			return append(out, args[i+1:]...)
-		case valuedGlobalFlags[a]:
+		case !strings.Contains(a, "=") && takesValue(a):
 			i++ // its value
 		}
 	}
 	return args
+}
+
+// takesValue reports whether the flag arg ("-n", "--kubeconfig") is one
+// of a command's, or a connection flag, and takes a value.
+func takesValue(arg string) bool {
+	for _, c := range commands() {
+		fs, _, _ := c.flagSets(&options{})
+		var f *pflag.Flag
+		if name, ok := strings.CutPrefix(arg, "--"); ok {
+			f = fs.Lookup(name)
+		} else if short := strings.TrimPrefix(arg, "-"); len(short) == 1 {
+			f = fs.ShorthandLookup(short)
+		}
+		if f != nil {
+			return f.NoOptDefVal == ""
+		}
+	}
+	return false
 }
 
 func usage(w io.Writer) {
@@ -145,6 +171,8 @@ Commands:
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
+Every command takes kubectl's connection flags (--kubeconfig, --context,
+-n, --as, --request-timeout, --server, --token, ...).
 Use "kubectl bindkit COMMAND --help" for a command's flags and examples.
 `+exitStatuses)
 }
@@ -152,12 +180,13 @@ Use "kubectl bindkit COMMAND --help" for a command's flags and examples.
 // exitStatuses documents the exit statuses in every help.
 const exitStatuses = `
 Exit status:
-  0  done: rollout complete (or undone), plan changes nothing, audit clean,
-     control applied
-  1  error: the cluster, the object, or nothing to undo to
+  0  done: rollout complete (or undone), plan changes no pod template,
+     audit clean, control applied
+  1  error: the cluster (unreachable, refused, timed out, forbidden), the
+     object (not found), or nothing to undo to
   2  bad usage
-  3  plan changes subjects; audit found records that are not the truth;
-     rollout still in progress (--watch=false, or --timeout passed)
+  3  plan changes pod templates; audit found records that are not the
+     truth; rollout still in progress (--watch=false, or --timeout passed)
   4  rollout paused
   5  rollout halted
 `
@@ -165,45 +194,54 @@ Exit status:
 // options are the flags every command shares, kubectl's, and the
 // command's own.
 type options struct {
-	kubeconfig, context, namespace string
-	allNamespaces                  bool
-	output                         string
+	// config holds kubectl's connection flags (--kubeconfig, --context,
+	// -n, --as, --request-timeout, --server, --token, ...), as kubectl
+	// and its plugins read them.
+	config *genericclioptions.ConfigFlags
+	output string
+	// audit
+	allNamespaces bool
+	fix           bool
 	// rollout status
 	watch   bool
 	timeout time.Duration
-	// audit
-	fix bool
 
 	stdout, stderr io.Writer
 	cluster        *cluster // set by connect
+}
+
+// flagSets returns every flag c takes (own, then the connection flags),
+// the command's own, and kubectl's connection flags, bound to o.
+func (c command) flagSets(o *options) (all, own, conn *pflag.FlagSet) {
+	o.config = genericclioptions.NewConfigFlags(true)
+	own = pflag.NewFlagSet("kubectl bindkit "+c.name, pflag.ContinueOnError)
+	own.StringVarP(&o.output, "output", "o", "", "output format: table (the default), json or yaml")
+	if c.flags != nil {
+		c.flags(own, o)
+	}
+	conn = pflag.NewFlagSet("connection", pflag.ContinueOnError)
+	o.config.AddFlags(conn)
+	all = pflag.NewFlagSet("kubectl bindkit "+c.name, pflag.ContinueOnError)
+	all.AddFlagSet(own)
+	all.AddFlagSet(conn)
+	all.SetOutput(io.Discard) // errors are returned, and said once
+	return all, own, conn
 }
 
 // parseAndRun parses c's flags (anywhere among its arguments, as kubectl
 // does) and runs it.
 func (c command) parseAndRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := &options{stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("kubectl bindkit "+c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig `file` (default: $KUBECONFIG, then ~/.kube/config)")
-	fs.StringVar(&o.context, "context", "", "the kubeconfig `context` to use (default: the current one)")
-	fs.StringVar(&o.namespace, "namespace", "", "the `namespace` (default: the context's)")
-	fs.StringVar(&o.namespace, "n", "", "short for --namespace")
-	fs.StringVar(&o.output, "output", "", "output `format`: table (the default), json or yaml")
-	fs.StringVar(&o.output, "o", "", "short for --output")
-	if c.flags != nil {
-		c.flags(fs, o)
-	}
+	fs, own, conn := c.flagSets(o)
 	fs.Usage = func() {
-		fmt.Fprintf(stdout, "%s\n\nUsage:\n  %s\n\nFlags:\n", c.summary, c.usage)
-		printFlags(stdout, fs)
+		fmt.Fprintf(stdout, "%s\n\nUsage:\n  %s\n\nFlags:\n%s\nConnection flags (kubectl's):\n%s", c.summary, c.usage, own.FlagUsages(), conn.FlagUsages())
 		fmt.Fprint(stdout, exitStatuses)
 	}
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return errUsage
+		return usageError(o, "%s: %v", c.name, err)
 	}
 	switch o.output {
 	case "", "table", "json", "yaml":
@@ -211,16 +249,20 @@ func (c command) parseAndRun(ctx context.Context, args []string, stdout, stderr 
 		fmt.Fprintf(stderr, "error: --output %q: want table, json or yaml\n", o.output)
 		return errUsage
 	}
-	return c.run(ctx, o, positional)
+	err := c.run(ctx, o, fs.Args())
+	if err != nil && o.cluster != nil {
+		return o.cluster.explain(err)
+	}
+	return err
 }
 
-// connect loads the kubeconfig into o.cluster, once the command line is
-// known to be right.
+// connect reads kubectl's connection flags into o.cluster, once the
+// command line is known to be right.
 func (o *options) connect() error {
 	if o.cluster != nil {
 		return nil
 	}
-	cl, err := newCluster(o)
+	cl, err := newCluster(o.config, o.stderr)
 	if err != nil {
 		return err
 	}
@@ -228,59 +270,7 @@ func (o *options) connect() error {
 	return nil
 }
 
-// printFlags lists fs's flags as kubectl does: "-n, --namespace", a
-// short form (a flag whose usage is "short for --name") beside its long
-// one.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	short := map[string]string{}
-	fs.VisitAll(func(f *flag.Flag) {
-		if long, ok := strings.CutPrefix(f.Usage, "short for --"); ok {
-			short[long] = f.Name
-		}
-	})
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fs.VisitAll(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Usage, "short for --") {
-			return
-		}
-		names := "    --" + f.Name
-		if s, ok := short[f.Name]; ok {
-			names = "-" + s + ", --" + f.Name
-		}
-		arg, usage := flag.UnquoteUsage(f)
-		if arg != "" {
-			names += " " + arg
-		}
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
-			usage += " (default " + f.DefValue + ")"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\n", names, usage)
-	})
-	tw.Flush()
-}
-
-// parseInterspersed parses fs's flags wherever they stand among args, as
-// kubectl does ("rollout pause sink -n demo"), and returns the other
-// arguments in order.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return positional, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(positional, rest...), nil // after "--", no more flags
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
-	}
-}
-
-// usageError prints a usage mistake of command c and ends with ExitUsage.
+// usageError prints a usage mistake and ends with ExitUsage.
 func usageError(o *options, format string, args ...any) error {
 	fmt.Fprintf(o.stderr, "error: "+format+"\n", args...)
 	fmt.Fprintln(o.stderr, `See "kubectl bindkit COMMAND --help".`)

@@ -3,7 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"flag"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,10 +31,11 @@ func TestExitStatusesOfTheCommandLine(t *testing.T) {
 		{"no command", nil, ExitUsage, "", "Commands:"},
 		{"help", []string{"--help"}, ExitOK, "", "Exit status:"},
 		{"help of a command", []string{"help", "plan"}, ExitOK, "", "kubectl bindkit plan TYPE/NAME"},
-		{"a command's --help", []string{"rollout", "--help"}, ExitOK, "", "-n, --namespace namespace"},
+		{"a command's --help", []string{"rollout", "--help"}, ExitOK, "", "-n, --namespace string"},
+		{"kubectl's connection flags in a command's --help", []string{"why", "-h"}, ExitOK, "", "--request-timeout string"},
 		{"unknown command", []string{"diff"}, ExitUsage, `unknown command "diff"`, ""},
 		{"kubectl's flags before the command", []string{"--kubeconfig", "/nonexistent", "-n", "x", "diff"}, ExitUsage, `unknown command "diff"`, ""},
-		{"unknown flag", []string{"plan", "--bogus"}, ExitUsage, "flag provided but not defined: -bogus", ""},
+		{"unknown flag", []string{"plan", "--bogus"}, ExitUsage, "unknown flag: --bogus", ""},
 		{"bad output", []string{"why", "deployment/web", "-o", "wide"}, ExitUsage, `--output "wide": want table, json or yaml`, ""},
 		{"no such kubeconfig", []string{"plan", "sinkbinding/sink", "--kubeconfig", missing}, ExitError, "kubeconfig", ""},
 		{"rollout without a verb", []string{"rollout", "--kubeconfig", missing}, ExitUsage, "rollout: want status, pause, resume or undo", ""},
@@ -55,7 +56,8 @@ func TestExitStatusesOfTheCommandLine(t *testing.T) {
 }
 
 // TestFlagsGoAnywhereOnTheLine: kubectl's way, "rollout pause sink -n ns"
-// as well as "-n ns rollout pause sink", "--" ending the flags.
+// as well as "-n ns rollout pause sink", "--" ending the flags, and
+// kubectl's connection flags read into the ConfigFlags.
 func TestFlagsGoAnywhereOnTheLine(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -66,18 +68,27 @@ func TestFlagsGoAnywhereOnTheLine(t *testing.T) {
 		{[]string{"-n=shop", "pause", "sinkbinding", "sink"}, "shop", []string{"pause", "sinkbinding", "sink"}},
 		{[]string{"pause", "--namespace", "shop", "x/y"}, "shop", []string{"pause", "x/y"}},
 		{[]string{"pause", "--", "-n", "x"}, "", []string{"pause", "-n", "x"}},
+		{[]string{"--as", "bob", "--request-timeout=1s", "status", "x/y", "-w=false"}, "", []string{"status", "x/y"}},
 	} {
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		var ns string
-		fs.StringVar(&ns, "namespace", "", "")
-		fs.StringVar(&ns, "n", "", "")
-		got, err := parseInterspersed(fs, tc.args)
-		if err != nil {
+		o := &options{}
+		fs, _, _ := rolloutCommand().flagSets(o)
+		if err := fs.Parse(tc.args); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		if diff := cmp.Diff(tc.want, got); diff != "" || ns != tc.ns {
-			t.Errorf("%q: namespace %q, want %q; arguments (-want +got):\n%s", tc.args, ns, tc.ns, diff)
+		if diff := cmp.Diff(tc.want, fs.Args()); diff != "" || *o.config.Namespace != tc.ns {
+			t.Errorf("%q: namespace %q, want %q; arguments (-want +got):\n%s", tc.args, *o.config.Namespace, tc.ns, diff)
 		}
+	}
+	o := &options{}
+	fs, _, _ := whyCommand().flagSets(o)
+	args := []string{"deployment/web", "--as=bob", "--as-group", "devs", "--request-timeout", "1s", "-s", "https://127.0.0.1:1", "--token", "t", "--insecure-skip-tls-verify", "--context", "c", "--kubeconfig", "k"}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	c := o.config
+	got := []string{*c.Impersonate, strings.Join(*c.ImpersonateGroup, ","), *c.Timeout, *c.APIServer, *c.BearerToken, fmt.Sprint(*c.Insecure), *c.Context, *c.KubeConfig}
+	if diff := cmp.Diff([]string{"bob", "devs", "1s", "https://127.0.0.1:1", "t", "true", "c", "k"}, got); diff != "" {
+		t.Errorf("connection flags (-want +got):\n%s", diff)
 	}
 }
 
@@ -119,6 +130,7 @@ func TestPrintPlan(t *testing.T) {
 	}
 	want := `sinkbinding.bindings.bindkit.dev/sink (namespace shop) is paused. Resuming it rolls out generation 2:
   5 subjects selected: 3 to bind, 1 to unbind, 1 unchanged
+  4 template changes, 0 records only
 
 WAVE  SUBJECTS  NAMES
 3     2         a, b
@@ -138,6 +150,47 @@ kubectl bindkit rollout resume sinkbinding.bindings.bindkit.dev/sink -n shop app
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanCountsTemplateChangesApartFromRecords: a change whose patch is
+// "[]" changes records only; plan says so and exits 0 when no template
+// changes, 3 when one does or the plan does not show every change.
+func TestPlanCountsTemplateChangesApartFromRecords(t *testing.T) {
+	template := `[{"op":"add","path":"/spec/template/spec/containers/0/env","value":[]}]`
+	for _, tc := range []struct {
+		name string
+		plan duck.PlanStatus
+		want planCounts
+		line string
+		code int
+	}{
+		{"records only", duck.PlanStatus{Total: 40, Bind: 40, Changes: []duck.PlanChange{{Action: "bind", Count: 40, Patch: "[]"}}},
+			planCounts{RecordsOnly: 40}, "0 template changes, 40 records only", ExitOK},
+		{"both", duck.PlanStatus{Total: 41, Bind: 41, Changes: []duck.PlanChange{{Action: "bind", Count: 40, Patch: "[]"}, {Action: "bind", Count: 1, Patch: template}}},
+			planCounts{Template: 1, RecordsOnly: 40}, "1 template change, 40 records only", ExitChanges},
+		{"not all read", duck.PlanStatus{Total: 140, Bind: 140, NotRead: 40, Changes: []duck.PlanChange{{Action: "bind", Count: 100, Patch: "[]"}}},
+			planCounts{RecordsOnly: 100, Unknown: 40}, "0 template changes, 100 records only, 40 not shown", ExitChanges},
+		{"a truncated patch counts as a template change", duck.PlanStatus{Total: 1, Bind: 1, Changes: []duck.PlanChange{{Action: "bind", Count: 1, Patch: "[", Truncated: true}}},
+			planCounts{Template: 1}, "1 template change, 0 records only", ExitChanges},
+		{"nothing", duck.PlanStatus{Total: 3, Unchanged: 3}, planCounts{}, "0 template changes, 0 records only", ExitOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := countPlan(&tc.plan)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("countPlan (-want +got):\n%s", diff)
+			}
+			var out bytes.Buffer
+			if err := printPlan(&out, planView{Binding: "b", Namespace: "ns", Plan: &tc.plan}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "\n  "+tc.line+"\n") {
+				t.Errorf("plan printed no line %q:\n%s", tc.line, out.String())
+			}
+			if code := planExit(&tc.plan); code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+		})
 	}
 }
 
@@ -223,6 +276,8 @@ func TestCommandFirst(t *testing.T) {
 		{[]string{"plan", "sinkbinding/s"}, []string{"plan", "sinkbinding/s"}},
 		{[]string{"--kubeconfig", "k", "-n", "ns", "plan", "sinkbinding/s"}, []string{"plan", "--kubeconfig", "k", "-n", "ns", "sinkbinding/s"}},
 		{[]string{"--kubeconfig=k", "-A", "audit"}, []string{"audit", "--kubeconfig=k", "-A"}},
+		{[]string{"--as", "bob", "--request-timeout", "1s", "-s", "https://x", "why", "d/w"}, []string{"why", "--as", "bob", "--request-timeout", "1s", "-s", "https://x", "d/w"}},
+		{[]string{"--insecure-skip-tls-verify", "why", "d/w"}, []string{"why", "--insecure-skip-tls-verify", "d/w"}},
 		{[]string{"--help"}, []string{"--help"}},
 	} {
 		if diff := cmp.Diff(tc.want, commandFirst(tc.args)); diff != "" {

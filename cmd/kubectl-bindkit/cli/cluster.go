@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,53 +13,63 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 
 	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/duck"
 )
 
-// cluster is what a command reaches the cluster with: the kubeconfig's,
-// as kubectl reads it.
+// cluster is what a command reaches the cluster with: kubectl's
+// connection flags, read as kubectl reads them.
 type cluster struct {
 	dynamic   dynamic.Interface
 	mapper    meta.RESTMapper
+	discovery discovery.DiscoveryInterface
 	namespace string // --namespace, else the context's, else "default"
+	// server and timeout are the kube-apiserver's address and
+	// --request-timeout, for the one line that says what went wrong.
+	server, timeout string
 }
 
-// newCluster loads the kubeconfig as kubectl does (--kubeconfig, then
-// $KUBECONFIG, then ~/.kube/config; --context; --namespace). No request
-// is sent until a command reads something.
-func newCluster(o *options) (*cluster, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
-	overrides.Context.Namespace = o.namespace
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	cfg, err := loader.ClientConfig()
+// newCluster reads kubectl's connection flags (--kubeconfig, then
+// $KUBECONFIG, then ~/.kube/config; --context, --namespace, --server,
+// --as, --token, --request-timeout, ...). No request is sent until a
+// command reads something. Warnings the kube-apiserver sends go to
+// stderr, as kubectl prints them.
+func newCluster(flags *genericclioptions.ConfigFlags, stderr io.Writer) (*cluster, error) {
+	flags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
+		cfg.UserAgent = "kubectl-bindkit"
+		cfg.WarningHandler = rest.NewWarningWriter(stderr, rest.WarningWriterOptions{Deduplicate: true})
+		return cfg
+	}
+	cfg, err := flags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	ns, _, err := loader.Namespace()
+	ns, _, err := flags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: namespace: %w", err)
 	}
-	cfg.UserAgent = "kubectl-bindkit"
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	disco, err := flags.ToDiscoveryClient()
 	if err != nil {
 		return nil, err
 	}
-	cached := memory.NewMemCacheClient(disco)
-	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
-	return &cluster{dynamic: dyn, mapper: mapper, namespace: ns}, nil
+	mapper, err := flags.ToRESTMapper()
+	if err != nil {
+		return nil, err
+	}
+	timeout := ""
+	if flags.Timeout != nil && *flags.Timeout != "0" {
+		timeout = *flags.Timeout
+	}
+	return &cluster{dynamic: dyn, mapper: mapper, discovery: disco, namespace: ns, server: cfg.Host, timeout: timeout}, nil
 }
 
 // object is an object a command names: its resource, kind and name.
@@ -95,8 +106,11 @@ func (c *cluster) resource(typ string) (schema.GroupVersionResource, schema.Grou
 	if full == nil || err != nil {
 		gvr, err = c.mapper.ResourceFor(partial.WithVersion(""))
 	}
+	if meta.IsNoMatchError(err) {
+		return gvr, schema.GroupVersionKind{}, &notFoundError{fmt.Sprintf("the server has no resource type %q", typ)}
+	}
 	if err != nil {
-		return gvr, schema.GroupVersionKind{}, fmt.Errorf("the server doesn't have a resource type %q", typ)
+		return gvr, schema.GroupVersionKind{}, fmt.Errorf("resource type %q: %w", typ, err)
 	}
 	gvk, err := c.mapper.KindFor(gvr)
 	if err != nil {
@@ -113,7 +127,7 @@ func (c *cluster) get(ctx context.Context, typ, name string) (*object, error) {
 	}
 	u, err := c.dynamic.Resource(gvr).Namespace(c.namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%s %q not found in namespace %q", gvr.GroupResource(), name, c.namespace)
+		return nil, &notFoundError{fmt.Sprintf("%s %q in namespace %q", gvr.GroupResource(), name, c.namespace)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s %s/%s: %w", gvr.GroupResource(), c.namespace, name, err)

@@ -3,13 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bindkit/bindkit/duck"
@@ -34,7 +34,7 @@ Examples:
   kubectl -n shop apply -f sink.yaml
   kubectl bindkit plan sinkbinding/sink -n shop
   kubectl bindkit plan sinkbinding/sink -n shop -o json | jq '.plan.changes[0].patch | fromjson'`,
-		flags: func(fs *flag.FlagSet, o *options) {
+		flags: func(fs *pflag.FlagSet, o *options) {
 			fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the controller to publish the plan of the current generation")
 		},
 		run: runPlan,
@@ -78,10 +78,47 @@ func runPlan(ctx context.Context, o *options, args []string) error {
 	if err != nil {
 		return err
 	}
-	if plan.Bind+plan.Unbind > 0 {
-		return quietExit(ExitChanges)
+	return quietExit(planExit(plan))
+}
+
+// planExit is plan's exit status: ExitChanges when resuming would change
+// a pod template (or the plan does not show every change), else ExitOK.
+func planExit(p *duck.PlanStatus) int {
+	if c := countPlan(p); c.Template+c.Unknown > 0 {
+		return ExitChanges
 	}
-	return nil
+	return ExitOK
+}
+
+// planCounts splits the subjects a plan binds or unbinds by what their
+// change does: Template counts those whose pod template changes (a pod
+// rollout each), RecordsOnly those whose change is bindkit's records
+// alone, Unknown those whose change the plan does not show (not read, or
+// a change beyond the ones it lists).
+type planCounts struct {
+	Template, RecordsOnly, Unknown int
+}
+
+// countPlan splits p's subjects by what their change does, from the
+// changes it shows: a change whose patch is "[]" leaves the template as
+// it is (duck.PlanChange.Patch).
+func countPlan(p *duck.PlanStatus) planCounts {
+	var c planCounts
+	for _, ch := range p.Changes {
+		if isEmptyPatch(ch.Patch) && !ch.Truncated {
+			c.RecordsOnly += ch.Count
+		} else {
+			c.Template += ch.Count
+		}
+	}
+	c.Unknown = max(0, p.Bind+p.Unbind-c.Template-c.RecordsOnly)
+	return c
+}
+
+// isEmptyPatch reports whether a JSON patch has no operation.
+func isEmptyPatch(patch string) bool {
+	var ops []json.RawMessage
+	return json.Unmarshal([]byte(patch), &ops) == nil && len(ops) == 0
 }
 
 // waitForPlan reads b until its status holds the plan of its current
@@ -120,6 +157,15 @@ func printPlan(w io.Writer, v planView) error {
 	}
 	fmt.Fprintf(w, "%s (namespace %s) is paused. Resuming it rolls out %s:\n", v.Binding, v.Namespace, what)
 	fmt.Fprintf(w, "  %s selected: %d to bind, %d to unbind, %d unchanged\n", counted(int64(p.Total), "subject"), p.Bind, p.Unbind, p.Unchanged)
+	c := countPlan(p)
+	split := fmt.Sprintf("  %s, %d records only", counted(int64(c.Template), "template change"), c.RecordsOnly)
+	if c.Unknown > 0 {
+		split += fmt.Sprintf(", %d not shown", c.Unknown)
+	}
+	fmt.Fprintln(w, split)
+	if c.Template+c.Unknown == 0 && c.RecordsOnly > 0 {
+		fmt.Fprintln(w, "  no pod template changes: resuming writes bindkit's records only")
+	}
 	if len(p.Waves) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -29,9 +29,11 @@ func rolloutCommand() command {
           (kubectl bindkit plan)
   resume  let a paused rollout go on (an undo in force is taken back too:
           the Binding's generation rolls out again)
-  undo    bring every subject back, wave by wave, to the newest generation
-          whose rollout completed: the undone generation's Undo, then the
-          restored one's Do; it holds until the Binding is edited or resumed
+  undo    undo the Binding's current generation: every subject goes back,
+          wave by wave, to the generation before it that last rolled out
+          to every subject (from the Binding's rollout history): the
+          current generation's Undo, then that earlier one's Do; it holds
+          until the Binding is edited or resumed
 
 Examples:
   # Hold a Binding, edit it, look at the plan, then let it roll out
@@ -43,9 +45,8 @@ Examples:
 
   # Take a change back
   kubectl bindkit rollout undo sinkbinding/sink -n shop`,
-		flags: func(fs *flag.FlagSet, o *options) {
-			fs.BoolVar(&o.watch, "watch", true, "status: wait for the rollout to end (false: say where it stands now)")
-			fs.BoolVar(&o.watch, "w", true, "short for --watch")
+		flags: func(fs *pflag.FlagSet, o *options) {
+			fs.BoolVarP(&o.watch, "watch", "w", true, "status: wait for the rollout to end (false: say where it stands now)")
 			fs.DurationVar(&o.timeout, "timeout", 0, "status: how long to wait, 0 for ever")
 		},
 		run: runRollout,

@@ -3,16 +3,15 @@ package cli
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/bindkit/bindkit/declarative"
 	"github.com/bindkit/bindkit/duck"
@@ -22,13 +21,24 @@ import (
 func whyCommand() command {
 	return command{
 		name:    "why",
-		summary: "name the Bindings recorded on a workload: the generation it carries of each against the current one, their state, what each adds",
+		summary: "name the Bindings recorded on a workload and what it carries of each, or why none applies",
 		usage: `kubectl bindkit why TYPE/NAME [flags]
 
 Reads the records bindkit keeps on the workload (which Bindings bound it,
 at which generation, their paced changes and holds), then each Binding:
-its current generation, where its rollout stands, and what it adds, where
-its kind declares it (a declarative kind publishes what it adds).
+its current generation, where its rollout stands, what the workload
+carries of it (the spec of the generation it records, from the Binding's
+rollout history when that is not the current one; for a declarative
+kind, the values its pod template holds) beside what the current
+generation adds.
+
+It also reads every Binding of the workload's namespace (the kinds in
+kubectl's "bindings" category) that the workload does not record, and
+says why each does not apply: the kind it binds, its name or selector,
+the exclude label on the workload or its namespace, a namespace left
+out, or where the Binding stands (not yet reconciled, paused, undone,
+refused, halted, rolling out). For a workload no Binding records it
+lists them all; otherwise those that select the workload.
 
 Examples:
   kubectl bindkit why deployment/web -n shop
@@ -60,8 +70,24 @@ type whyEntry struct {
 	ChangedTo int64      `json:"changedTo,omitempty"`
 	Wave      int        `json:"wave,omitempty"`
 	Since     *time.Time `json:"since,omitempty"`
+	// CarriedSpec is the Binding's spec at the generation the workload
+	// carries (Recorded), and CarriedFrom where it was read: "current"
+	// (the Binding is at that generation) or "rollout-history"
+	// (psbinding.RolloutHistoryAnnotation, which keeps the generations
+	// whose rollout completed); both empty when neither holds it.
+	CarriedSpec json.RawMessage `json:"carriedSpec,omitempty"`
+	CarriedFrom string          `json:"carriedFrom,omitempty"`
+	// SpecChanges says, field by field, how the current generation's
+	// spec differs from CarriedSpec.
+	SpecChanges []string `json:"specChanges,omitempty"`
+	// Carries is what the workload carries of what the Binding declares,
+	// where its kind declares it: the declared Spec of the generation it
+	// records when the Binding published that one (then Carries is Adds),
+	// else the values its pod template holds of what generation AddsOf
+	// declares.
+	Carries []string `json:"carries,omitempty"`
 	// Adds is what the Binding adds, where its kind declares it, as of
-	// generation AddsOf.
+	// generation AddsOf (the one its status published).
 	Adds   []string `json:"adds,omitempty"`
 	AddsOf int64    `json:"addsOf,omitempty"`
 	// RequestedBy is the user who last created the Binding or changed its
@@ -71,11 +97,32 @@ type whyEntry struct {
 	RequestedBy string `json:"requestedBy,omitempty"`
 }
 
+// whyNotEntry is a Binding of the workload's namespace that the workload
+// does not record, and why it does not apply.
+type whyNotEntry struct {
+	Binding string `json:"binding"`
+	// Selects says whether its subject reference reaches the workload
+	// (kind, and name or selector).
+	Selects bool `json:"selects"`
+	// Reasons say why it does not apply, each starting with its cause
+	// ("selector:", "exclude label:", "namespace:", "kind not bound:",
+	// "paused:", "refused:", ...).
+	Reasons     []string `json:"reasons"`
+	RequestedBy string   `json:"requestedBy,omitempty"`
+}
+
 // whyView is what why prints as json or yaml.
 type whyView struct {
 	Workload  string     `json:"workload"`
 	Namespace string     `json:"namespace"`
 	Bindings  []whyEntry `json:"bindings"`
+	// NotApplied are the Bindings of the namespace the workload does not
+	// record, with why each does not apply: all of them for a workload no
+	// Binding records, those that select it otherwise.
+	NotApplied []whyNotEntry `json:"notApplied,omitempty"`
+	// Unread are the Binding kinds whose Bindings could not be listed,
+	// with why.
+	Unread []string `json:"unread,omitempty"`
 }
 
 func runWhy(ctx context.Context, o *options, args []string) error {
@@ -90,6 +137,27 @@ func runWhy(ctx context.Context, o *options, args []string) error {
 	if err != nil {
 		return err
 	}
+	v := whyView{Workload: w.String(), Namespace: w.u.GetNamespace(), Bindings: []whyEntry{}}
+	recorded, err := whyRecorded(ctx, o, w)
+	if err != nil {
+		return err
+	}
+	v.Bindings = recorded
+	if v.NotApplied, v.Unread, err = whyNotApplied(ctx, o, w); err != nil {
+		return err
+	}
+	if len(v.Bindings) > 0 {
+		v.NotApplied = slices.DeleteFunc(v.NotApplied, func(e whyNotEntry) bool { return !e.Selects })
+	}
+	if o.output == "json" || o.output == "yaml" {
+		return printData(o.stdout, o.output, v)
+	}
+	return printWhy(o.stdout, v)
+}
+
+// whyRecorded reads the Bindings w's records name (bound, held, paced),
+// sorted.
+func whyRecorded(ctx context.Context, o *options, w *object) ([]whyEntry, error) {
 	ann := w.u.GetAnnotations()
 	bound, held, changes := duck.BoundOf(ann), duck.HeldOf(ann), duck.ChangesOf(ann)
 	named := map[string]duck.BoundBy{}
@@ -101,35 +169,34 @@ func runWhy(ctx context.Context, o *options, args []string) error {
 	for by := range changes {
 		named[by.String()] = by
 	}
-	v := whyView{Workload: w.String(), Namespace: w.u.GetNamespace(), Bindings: []whyEntry{}}
+	out := []whyEntry{}
 	for _, key := range slices.Sorted(maps.Keys(named)) {
 		by := named[key]
-		e, err := whyBinding(ctx, o, w.u.GetNamespace(), by)
-		if err != nil {
-			return err
-		}
+		e := whyEntry{}
 		e.Recorded, _ = bound.Lookup(by)
 		e.Held, _ = held.Lookup(by)
 		if c, ok := changes.Lookup(by); ok {
 			since := c.Since
 			e.ChangedTo, e.Wave, e.Since = c.Generation, c.Wave, &since
 		}
-		v.Bindings = append(v.Bindings, e)
+		if err := whyBinding(ctx, o, w, by, &e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
 	}
-	slices.SortFunc(v.Bindings, func(a, b whyEntry) int { return cmp.Compare(a.Binding, b.Binding) })
-	if o.output == "json" || o.output == "yaml" {
-		return printData(o.stdout, o.output, v)
-	}
-	return printWhy(o.stdout, v)
+	slices.SortFunc(out, func(a, b whyEntry) int { return cmp.Compare(a.Binding, b.Binding) })
+	return out, nil
 }
 
-// whyBinding reads the Binding by names in namespace.
-func whyBinding(ctx context.Context, o *options, namespace string, by duck.BoundBy) (whyEntry, error) {
-	e := whyEntry{Binding: by.Resource.String() + "/" + by.Name, Resource: by.Resource.String(), State: "gone"}
+// whyBinding reads the Binding by names in w's namespace into e, whose
+// records are read.
+func whyBinding(ctx context.Context, o *options, w *object, by duck.BoundBy, e *whyEntry) error {
+	namespace := w.u.GetNamespace()
+	e.Binding, e.Resource, e.State = by.Resource.String()+"/"+by.Name, by.Resource.String(), "gone"
 	gvr, err := o.cluster.mapper.ResourceFor(by.Resource.WithVersion(""))
 	if err != nil {
 		e.Message = fmt.Sprintf("the server serves no resource %s", by.Resource)
-		return e, nil
+		return nil
 	}
 	if gvk, err := o.cluster.mapper.KindFor(gvr); err == nil {
 		e.Binding = refName(gvk.GroupKind(), by.Name)
@@ -138,20 +205,44 @@ func whyBinding(ctx context.Context, o *options, namespace string, by duck.Bound
 	switch {
 	case apierrors.IsNotFound(err):
 		e.Message = "no such Binding: the records outlived it (kubectl bindkit audit fixes them)"
-		return e, nil
+		return nil
 	case err != nil:
-		return e, fmt.Errorf("get %s %s/%s: %w", by.Resource, namespace, by.Name, err)
+		return fmt.Errorf("get %s %s/%s: %w", by.Resource, namespace, by.Name, err)
 	case by.UID != "" && u.GetUID() != by.UID:
 		e.Message = fmt.Sprintf("the Binding of that name has UID %s, not %s: it was deleted and created again", u.GetUID(), by.UID)
-		return e, nil
+		return nil
 	}
 	view := viewOf(&object{gvr: gvr, u: u})
 	e.Current, e.State, e.Reason, e.Message = u.GetGeneration(), view.State, view.Reason, view.Message
 	e.RequestedBy = u.GetAnnotations()[policy.RequestedByAnnotation]
-	if st := statusOf(u); st.Declared != nil {
-		e.Adds, e.AddsOf = adds(st.Declared), st.DeclaredGeneration
+	carried(e, u, w)
+	return nil
+}
+
+// carried fills in what w carries of the Binding u, at e.Recorded,
+// beside what u's current generation adds.
+func carried(e *whyEntry, u *unstructured.Unstructured, w *object) {
+	if e.Recorded > 0 {
+		current, _ := json.Marshal(u.Object["spec"])
+		e.CarriedSpec, e.CarriedFrom = carriedSpec(u.GetAnnotations(), e.Current, current, e.Recorded)
+		if e.CarriedFrom == carriedFromHistory {
+			e.SpecChanges = specChanges(e.CarriedSpec, current)
+		}
 	}
-	return e, nil
+	st := statusOf(u)
+	if st.Declared == nil {
+		return
+	}
+	e.Adds, e.AddsOf = adds(st.Declared), st.DeclaredGeneration
+	switch {
+	case e.Recorded == 0:
+	case e.AddsOf == e.Recorded:
+		e.Carries = e.Adds
+	default:
+		if wp, err := (duck.Shapes{}).For(w.kind.GroupKind()).FromUnstructured(w.u); err == nil {
+			e.Carries = templateValues(st.Declared, &wp.Spec.Template.Spec)
+		}
+	}
 }
 
 // adds lists what a declared Spec adds to a pod template.
@@ -185,50 +276,6 @@ func adds(s *declarative.Spec) []string {
 		out = append(out, "container "+c.Name+" ("+c.Image+")")
 	}
 	return out
-}
-
-// printWhy prints the Bindings of a workload as a table, then what each
-// adds and its records beyond the bound one.
-func printWhy(w io.Writer, v whyView) error {
-	if len(v.Bindings) == 0 {
-		_, err := fmt.Fprintf(w, "%s (namespace %s): no Binding records it\n", v.Workload, v.Namespace)
-		return err
-	}
-	fmt.Fprintf(w, "%s (namespace %s) records %s:\n\n", v.Workload, v.Namespace, counted(int64(len(v.Bindings)), "Binding"))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BINDING\tCARRIES\tCURRENT\tSTATE\tREASON")
-	for _, e := range v.Bindings {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Binding, generation(e.Recorded), generation(e.Current), e.State, cmp.Or(e.Reason, "-"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, e := range v.Bindings {
-		var lines []string
-		if e.State != "gone" {
-			lines = append(lines, requestedBy(e.RequestedBy))
-		}
-		if len(e.Adds) > 0 {
-			of := ""
-			if e.AddsOf != e.Recorded {
-				of = fmt.Sprintf(" (as of generation %d)", e.AddsOf)
-			}
-			lines = append(lines, "adds"+of+": "+strings.Join(e.Adds, "; "))
-		}
-		if e.Wave > 0 {
-			lines = append(lines, fmt.Sprintf("changed to generation %d by wave %d at %s", e.ChangedTo, e.Wave, e.Since.UTC().Format(time.RFC3339)))
-		}
-		if e.Held > 0 {
-			lines = append(lines, fmt.Sprintf("held from generation %d: admission does not apply it here (its rollout halted and rolled this back)", e.Held))
-		}
-		if e.State != stateComplete && e.Message != "" {
-			lines = append(lines, e.Message)
-		}
-		if len(lines) > 0 {
-			fmt.Fprintf(w, "\n%s:\n  %s\n", e.Binding, strings.Join(lines, "\n  "))
-		}
-	}
-	return nil
 }
 
 // requestedBy says whose authority a Binding carries.
