@@ -118,10 +118,12 @@ func (e *edits) write() ([]string, error) {
 // insertBeforeMarker inserts text (whole lines) before the line holding
 // marker (a kubebuilder scaffold marker such as
 // "+kubebuilder:scaffold:imports"), at that line's indentation, unless
-// the content holds text already. It is an error when the marker is
-// missing.
+// the content holds text's first line already (kubebuilder wrote the same
+// registration for another kind of the group-version). It is an error
+// when the marker is missing.
 func insertBeforeMarker(content, marker, text string) (string, error) {
-	if strings.Contains(content, strings.TrimSpace(text)) {
+	first, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	if strings.Contains(content, first) {
 		return content, nil
 	}
 	i := strings.Index(content, marker)
