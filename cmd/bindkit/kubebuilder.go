@@ -58,6 +58,7 @@ type kubebuilderFlags struct {
 
 func runKubebuilder(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kubebuilder", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var f kubebuilderFlags
 	fs.StringVar(&f.group, "group", "", "the API `group` as kubebuilder create api names it (region: region.<domain>) (required)")
 	fs.StringVar(&f.version, "version", "", "the API `version`, e.g. v1 (required)")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -201,4 +202,78 @@ func runOrFail(t *testing.T, dir string, env []string, name string, args ...stri
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// TestKubebuilderRefusesWithoutEditing runs bindkit kubebuilder create
+// binding where it cannot add a kind: each error names the file or flag
+// at fault, and the directory is left as it was.
+func TestKubebuilderRefusesWithoutEditing(t *testing.T) {
+	const project = "domain: example.com\nlayout:\n- go.kubebuilder.io/v4\nprojectName: regions\nrepo: example.com/regions\nversion: \"3\"\n"
+	kind := []string{"-group", "region", "-version", "v1", "-kind", "RegionBinding"}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		args  []string
+		want  string
+	}{
+		{"no PROJECT", nil, kind, "PROJECT: no such file or directory (run it at the root of a kubebuilder project"},
+		{"not YAML", map[string]string{"PROJECT": "layout: [\n"}, kind, "PROJECT: "},
+		{"another layout", map[string]string{"PROJECT": strings.Replace(project, "go.kubebuilder.io/v4", "go.kubebuilder.io/v3", 1)}, kind,
+			"PROJECT: layout [go.kubebuilder.io/v3]: bindkit edits go.kubebuilder.io/v4 projects"},
+		{"no repo", map[string]string{"PROJECT": strings.Replace(project, "repo: example.com/regions\n", "", 1)}, kind, "PROJECT: no repo or projectName"},
+		{"no group", map[string]string{"PROJECT": project}, kind[2:], "-group is required"},
+		{"a lower-case kind", map[string]string{"PROJECT": project}, []string{"-group", "region", "-version", "v1", "-kind", "regionBinding"}, `-kind "regionBinding"`},
+		{"a bad version", map[string]string{"PROJECT": project}, []string{"-group", "region", "-version", "1", "-kind", "RegionBinding"}, `-version "1"`},
+		{"no cmd/main.go", map[string]string{"PROJECT": project}, kind, "cmd/main.go: no such file (kubebuilder init writes it)"},
+		{"cmd/main.go without markers", map[string]string{"PROJECT": project, "cmd/main.go": "package main\n\nfunc main() {}\n"}, kind,
+			`cmd/main.go: no "+kubebuilder:scaffold:imports" marker`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for rel, content := range tc.files {
+				path := filepath.Join(dir, filepath.FromSlash(rel))
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := treeDigest(t, dir)
+			args := append([]string{"kubebuilder", "create", "binding", "-dir", dir, "-make=false"}, tc.args...)
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), args, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("bindkit %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
+			}
+			if diff := cmp.Diff(before, treeDigest(t, dir)); diff != "" {
+				t.Errorf("the refused run changed the directory (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestKubebuilderUsage: the command is create binding, its help names
+// what it writes, and anything else is a usage error.
+func TestKubebuilderUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want error
+	}{
+		{[]string{"help", "kubebuilder"}, flag.ErrHelp},
+		{[]string{"kubebuilder", "create", "binding", "-h"}, flag.ErrHelp},
+		{[]string{"kubebuilder"}, errUsage},
+		{[]string{"kubebuilder", "create", "api"}, errUsage},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), tc.args, &stdout, &stderr)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("bindkit %s: %v, want %v", strings.Join(tc.args, " "), err, tc.want)
+		}
+		for _, want := range []string{"usage: bindkit kubebuilder create binding", "config/bindkit/", "cert-manager", "-replace"} {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("bindkit %s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), want, stderr.Bytes())
+			}
+		}
+	}
 }
