@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
 	"github.com/bindkit/bindkit/envtest"
 )
@@ -38,8 +39,9 @@ const (
 // injection and bindkit's is not (one writer of its caBundle) and keeps
 // its name; the project's own make test passes on the binaries bindkit's
 // tests use (KUBEBUILDER_ASSETS), running the generated contract test and
-// the envtest specs that bind Deployments through a Manager (crtest); go
-// build ./... passes; a second run refuses and leaves the project alone.
+// the envtest specs that bind Deployments through a Manager (crtest);
+// bindkit generate writes the CRD make manifests wrote; go build ./...
+// passes; a second run refuses and leaves the project alone.
 // Without binaries it skips, except under CI=true, where it fails.
 func TestKubebuilderAddsABindingKindToAKubebuilderProject(t *testing.T) {
 	t.Parallel() // minutes of builds and a control plane: beside the other scaffolding tests
@@ -92,7 +94,37 @@ func TestKubebuilderAddsABindingKindToAKubebuilderProject(t *testing.T) {
 	if !ranLines(cover, "example.com/regions/internal/controller/regionbinding_wiring.go:") {
 		t.Errorf("make test ran nothing of NewRegionBinding: the envtest specs of regionbinding_wiring_test.go did not run")
 	}
+	checkOneCRD(t, dir)
 	runOrFail(t, dir, nil, "go", "build", "./...")
+}
+
+// checkOneCRD checks that bindkit generate writes the CRD make manifests
+// wrote: the generated type's bounds are markers, so the bounds generate
+// adds change nothing.
+func checkOneCRD(t *testing.T, dir string) {
+	t.Helper()
+	crdDir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := generate(t.Context(), dir, []string{"./api/..."}, crdDir, "", false, &stdout, &stderr); err != nil {
+		t.Fatalf("bindkit generate in the project: %v\n%s%s", err, stdout.Bytes(), stderr.Bytes())
+	}
+	read := func(path string) map[string]any {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd map[string]any
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return crd
+	}
+	byManifests := read(filepath.Join(dir, "config", "crd", "bases", "region.example.com_regionbindings.yaml"))
+	byGenerate := read(filepath.Join(crdDir, CRDFileName("regionbinding")))
+	if diff := cmp.Diff(byManifests, byGenerate); diff != "" {
+		t.Errorf("the CRD of make manifests and that of bindkit generate differ (-make manifests +bindkit generate):\n%s", diff)
+	}
 }
 
 // checkKustomizeBuild builds config/default and checks bindkit's
