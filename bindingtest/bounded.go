@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -79,14 +80,18 @@ func unbounded(path string, s map[string]any) []unboundedField {
 			out = append(out, unboundedField{path, "+kubebuilder:validation:MaxItems=N"})
 		}
 		if items, ok := s["items"].(map[string]any); ok {
-			out = append(out, unbounded(path+"[*]", items)...)
+			out = append(out, element(path, unbounded(path+"[*]", items), func(m string) string {
+				return strings.Replace(m, "validation:", "validation:items:", 1)
+			})...)
 		}
 	case "object":
 		if ap, ok := s["additionalProperties"].(map[string]any); ok {
 			if _, ok := s["maxProperties"]; !ok {
 				out = append(out, unboundedField{path, "+kubebuilder:validation:MaxProperties=N"})
 			}
-			out = append(out, unbounded(path+"[*]", ap)...)
+			out = append(out, element(path, unbounded(path+"[*]", ap), func(m string) string {
+				return "a value type of its own, with " + m
+			})...)
 		}
 		props, _ := s["properties"].(map[string]any)
 		for name, p := range props {
@@ -105,6 +110,18 @@ func unbounded(path string, s map[string]any) []unboundedField {
 		return 0
 	})
 	return out
+}
+
+// element rewrites the marker of the unbounded element of a list or map
+// at path (path[*]) with marker, the marker as it is given on the field
+// holding the list or the map.
+func element(path string, fields []unboundedField, marker func(string) string) []unboundedField {
+	for i, f := range fields {
+		if f.path == path+"[*]" {
+			fields[i].marker = marker(f.marker)
+		}
+	}
+	return fields
 }
 
 // selectorWithRules reports a label selector that carries rules of its

@@ -32,9 +32,9 @@ func TestUnboundedNamesEveryFieldWithoutABound(t *testing.T) {
 				matchExpressions: {type: array, maxItems: 2, items: {type: object}}}}}}`,
 		want: []unboundedField{
 			{"spec.env", "+kubebuilder:validation:MaxProperties=N"},
-			{"spec.env[*]", "+kubebuilder:validation:MaxLength=N or Enum"},
+			{"spec.env[*]", "a value type of its own, with +kubebuilder:validation:MaxLength=N or Enum"},
 			{"spec.list", "+kubebuilder:validation:MaxItems=N"},
-			{"spec.list[*]", "+kubebuilder:validation:MaxLength=N or Enum"},
+			{"spec.list[*]", "+kubebuilder:validation:items:MaxLength=N or Enum"},
 			{"spec.url", "+kubebuilder:validation:MaxLength=N or Enum"},
 		},
 	}} {
