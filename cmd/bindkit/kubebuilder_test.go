@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -221,12 +222,19 @@ func ranLines(profile []byte, prefix string) bool {
 
 // runOrFail runs name with args in dir (the test's working directory when
 // empty), env added to the test's, and returns its output; an error fails
-// the test with the output.
+// the test with the output. It is stopped, with everything it started, a
+// minute before the test's deadline, so that the test fails saying which
+// command ran out of time and leaves nothing running.
 func runOrFail(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
+	if deadline, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(t.Context(), deadline.Add(-time.Minute))
+	}
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	ownProcessGroup(cmd)
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS="), env...)
 	out, err := cmd.CombinedOutput()
