@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -167,6 +168,25 @@ func TestGithubBindingSchemaWithRealAPIServer(t *testing.T) {
 			"matchExpressions": []any{map[string]any{"key": "tier", "operator": "Like"}},
 		}}, "secret": secret},
 		wantErr: "operator",
+	}, {
+		// tracker.Reference's rules bound a selector, whichever generator
+		// wrote the CRD.
+		name:    "selector with 65 labels",
+		spec:    map[string]any{"subject": selectorSubject(map[string]any{"matchLabels": manyLabels(65)}), "secret": secret},
+		wantErr: "at most 64 matchLabels",
+	}, {
+		name: "selector with 64 labels",
+		spec: map[string]any{"subject": selectorSubject(map[string]any{"matchLabels": manyLabels(64)}), "secret": secret},
+	}, {
+		name:    "selector with a label value of 64 characters",
+		spec:    map[string]any{"subject": selectorSubject(map[string]any{"matchLabels": map[string]any{"app": strings.Repeat("v", 64)}}), "secret": secret},
+		wantErr: "values at most 63",
+	}, {
+		name: "selector with an expression of 65 values",
+		spec: map[string]any{"subject": selectorSubject(map[string]any{"matchExpressions": []any{
+			map[string]any{"key": "tier", "operator": "In", "values": manyValues(65)},
+		}}), "secret": secret},
+		wantErr: "at most 64 values",
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,4 +222,27 @@ func TestAdmissionPoliciesAreWhatTheControllerPrograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	bindingtest.CheckManifests(t, kind, bindingtest.AdmissionPoliciesFileName("githubbinding"))
+}
+
+// selectorSubject is a Deployment subject chosen by selector.
+func selectorSubject(selector map[string]any) map[string]any {
+	return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "selector": selector}
+}
+
+// manyLabels returns n labels l0=v ... l<n-1>=v.
+func manyLabels(n int) map[string]any {
+	m := map[string]any{}
+	for i := range n {
+		m[fmt.Sprintf("l%d", i)] = "v"
+	}
+	return m
+}
+
+// manyValues returns n values v0 ... v<n-1>.
+func manyValues(n int) []any {
+	var l []any
+	for i := range n {
+		l = append(l, fmt.Sprintf("v%d", i))
+	}
+	return l
 }

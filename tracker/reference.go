@@ -45,8 +45,22 @@ type Reference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
-	// Selector selects objects by label.
+	// The selector's bounds are rules on the field, not maxLength and
+	// maxItems inside it: metav1.LabelSelector carries no markers, and
+	// rules here reach every CRD that holds a Reference whichever
+	// generator writes it (kubebuilder's make manifests, bindkit
+	// generate). The lengths of matchExpressions' values are left to
+	// Validate: a rule over them estimates beyond the kube-apiserver's
+	// budget.
+
+	// Selector selects objects by label: at most 64 labels (keys of at
+	// most 317 characters, values of at most 63) and 64 expressions of at
+	// most 64 values.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.size() <= 64",message="at most 64 matchLabels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, k.size() <= 317 && self.matchLabels[k].size() <= 63)",message="matchLabels keys have at most 317 characters, values at most 63"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.size() <= 64",message="at most 64 matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.key.size() <= 317 && (!has(e.values) || e.values.size() <= 64))",message="matchExpressions keys have at most 317 characters and at most 64 values"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 

@@ -13,7 +13,10 @@ import (
 // params) and its Spec into every subject: with them a Binding's size is
 // bounded by its schema, and the kube-apiserver can estimate the cost of
 // its CEL rules. A field's own marker (+kubebuilder:validation:MaxLength,
-// MaxItems, MaxProperties, or an enum) wins.
+// MaxItems, MaxProperties, or an enum) wins, and a label selector with
+// rules of its own (tracker.Reference's) is left alone: a type whose
+// fields all carry their bounds as markers gets the same CRD from
+// controller-gen alone (kubebuilder's make manifests) as from generate.
 const (
 	DefaultMaxLength     = 1024
 	DefaultMaxItems      = 64
@@ -50,7 +53,7 @@ func boundSpec(data []byte) ([]byte, error) {
 
 // bound adds the default bounds to schema s and everything under it.
 func bound(s map[string]any) {
-	if s["x-kubernetes-int-or-string"] == true || s["x-kubernetes-preserve-unknown-fields"] == true {
+	if s["x-kubernetes-int-or-string"] == true || s["x-kubernetes-preserve-unknown-fields"] == true || boundedSelector(s) {
 		return
 	}
 	_, enum := s["enum"]
@@ -83,10 +86,25 @@ func bound(s map[string]any) {
 	}
 }
 
+// boundedSelector reports a label selector that carries rules of its own
+// (x-kubernetes-validations): tracker.Reference's Selector, whose markers
+// bound it, so that the CRD controller-gen writes alone (kubebuilder's
+// make manifests) is the one generate writes. It is left as it is.
+func boundedSelector(s map[string]any) bool {
+	props, _ := s["properties"].(map[string]any)
+	_, labels := props["matchLabels"]
+	_, exprs := props["matchExpressions"]
+	rules, _ := s["x-kubernetes-validations"].([]any)
+	return labels && exprs && len(rules) > 0
+}
+
 // boundSelectors gives every label selector under s (a matchLabels map, a
-// matchExpressions list) the bounds of labels: keys 317 characters (a
-// prefix and a name), values 63.
+// matchExpressions list) that has no rules of its own the bounds of
+// labels: keys 317 characters (a prefix and a name), values 63.
 func boundSelectors(s map[string]any) {
+	if boundedSelector(s) {
+		return
+	}
 	props, _ := s["properties"].(map[string]any)
 	if ml, ok := props["matchLabels"].(map[string]any); ok {
 		if v, ok := ml["additionalProperties"].(map[string]any); ok && v["type"] == "string" {

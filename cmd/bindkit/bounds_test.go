@@ -10,7 +10,9 @@ import (
 
 // TestBoundSpec: every string, list and map of the spec gets a bound
 // unless it has one (or an enum, a format, or is free-form); label
-// selectors get labels' bounds; the status is left alone.
+// selectors get labels' bounds, but for one with rules of its own
+// (tracker.Reference's), left as controller-gen wrote it; the status is
+// left alone.
 func TestBoundSpec(t *testing.T) {
 	in := `---
 apiVersion: apiextensions.k8s.io/v1
@@ -31,6 +33,22 @@ spec:
               tags: {type: object, additionalProperties: {type: string}}
               raw: {type: object, x-kubernetes-preserve-unknown-fields: true}
               subject:
+                properties:
+                  selector:
+                    x-kubernetes-validations:
+                    - rule: "!has(self.matchLabels) || self.matchLabels.size() <= 64"
+                    properties:
+                      matchLabels: {type: object, additionalProperties: {type: string}}
+                      matchExpressions:
+                        type: array
+                        items:
+                          properties:
+                            key: {type: string}
+                            values: {type: array, items: {type: string}}
+                          type: object
+                    type: object
+                type: object
+              other:
                 properties:
                   selector:
                     properties:
@@ -82,9 +100,15 @@ spec:
 		{spec("list", "items", "maxLength"), float64(DefaultMaxLength)},
 		{spec("tags", "maxProperties"), float64(DefaultMaxProperties)},
 		{spec("raw", "maxProperties"), nil},
-		{spec("subject", "properties", "selector", "properties", "matchLabels", "additionalProperties", "maxLength"), float64(63)},
-		{spec("subject", "properties", "selector", "properties", "matchExpressions", "items", "properties", "key", "maxLength"), float64(317)},
-		{spec("subject", "properties", "selector", "properties", "matchExpressions", "items", "properties", "values", "items", "maxLength"), float64(63)},
+		{spec("other", "properties", "selector", "properties", "matchLabels", "additionalProperties", "maxLength"), float64(63)},
+		{spec("other", "properties", "selector", "properties", "matchExpressions", "items", "properties", "key", "maxLength"), float64(317)},
+		{spec("other", "properties", "selector", "properties", "matchExpressions", "items", "properties", "values", "items", "maxLength"), float64(63)},
+		// A selector with rules of its own (tracker.Reference's) is
+		// bounded by them, as controller-gen alone writes it.
+		{spec("subject", "properties", "selector", "properties", "matchLabels", "maxProperties"), nil},
+		{spec("subject", "properties", "selector", "properties", "matchLabels", "additionalProperties", "maxLength"), nil},
+		{spec("subject", "properties", "selector", "properties", "matchExpressions", "maxItems"), nil},
+		{spec("subject", "properties", "selector", "properties", "matchExpressions", "items", "properties", "key", "maxLength"), nil},
 		{at("properties", "status", "properties", "message", "maxLength"), nil},
 	} {
 		if diff := cmp.Diff(tc.want, tc.got); diff != "" {

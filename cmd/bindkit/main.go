@@ -3,6 +3,7 @@
 // its real-apiserver tests run against.
 //
 //	bindkit new -module example.com/envbinding -kind EnvBinding [-group bindings.example.com] [-dir envbinding]
+//	bindkit kubebuilder create binding -group region -version v1 -kind RegionBinding
 //	bindkit generate [-crd-dir config] [-header FILE] [-check] [PACKAGE...]
 //	bindkit controlplane [-minor 1.37]
 //	bindkit audit [-n NAMESPACE] [-o table|json|yaml] [-fix]
@@ -39,6 +40,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"new", "create a Binding module: type, wiring, generated code and YAML, tests", runNew},
+		{"kubebuilder", "add a Binding kind to a kubebuilder project, in the project's own layout (create binding)", runKubebuilder},
 		{"generate", "generate deep copies and CRDs with controller-gen " + ControllerToolsVersion, runGenerate},
 		{"audit", "report records bindkit keeps on workloads that are not the truth, with their fixes", runAudit},
 		{"controlplane", "put the newest minor's control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) into the user cache, using binaries already on the machine", runControlPlane},
