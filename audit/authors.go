@@ -81,7 +81,9 @@ func guardedKinds(ctx context.Context, opts Options) ([]schema.GroupResource, er
 	return out, nil
 }
 
-func compareGroupResource(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) }
+func compareGroupResource(a, b schema.GroupResource) int {
+	return strings.Compare(a.String(), b.String())
+}
 
 // WriteUnattributed prints the Bindings Unattributed found, after a table
 // of findings; nothing when there are none.
