@@ -242,7 +242,7 @@ func (in *localInstall) instructions(env *envtest.Environment, dir string, port 
 	}
 	fmt.Fprintf(&b, ".\n\nIn another shell, run your controller against it:\n\n")
 	fmt.Fprintf(&b, "    export KUBECONFIG=%s\n", env.KubeconfigPath)
-	fmt.Fprintf(&b, "    SYSTEM_NAMESPACE=%s go run ./cmd/controller --webhook-address=127.0.0.1 --webhook-port=%d --webhook-ip-sans=127.0.0.1 --metrics-address=127.0.0.1:9090 --probe-port=0\n\n", in.systemNamespace, port)
+	fmt.Fprintf(&b, "    SYSTEM_NAMESPACE=%s go run ./cmd/controller --webhook-address=127.0.0.1 --webhook-port=%d --webhook-ip-sans=127.0.0.1 --metrics-address=127.0.0.1:0 --probe-port=0\n\n", in.systemNamespace, port)
 	b.WriteString("then kubectl apply your workloads and Bindings (KUBECONFIG as above). Ctrl-C here stops the control plane and removes everything.\n")
 	return b.String()
 }

@@ -168,7 +168,7 @@ func TestNewScaffoldData(t *testing.T) {
 		Module: "example.com/team/envbinding", Package: "envbinding", Kind: "EnvBinding", Lower: "envbinding",
 		Resource: "envbindings", Group: "bindings.example.com", Component: "envbinding-controller",
 		Namespace: "envbinding-system", WebhookConfiguration: "envbindings.bindings.example.com", CRDFile: "300-envbinding.yaml",
-		PoliciesFile: "310-envbinding-admission-policies.yaml", RolesFile: "320-envbinding-roles.yaml",
+		PoliciesFile: "310-envbinding-admission-policies.yaml", RolesFile: "320-envbinding-roles.yaml", EnvName: "ENVBINDING_VALUE",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("newScaffoldData (-want +got):\n%s", diff)
