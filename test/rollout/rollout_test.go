@@ -464,8 +464,10 @@ func TestPacedDeletion(t *testing.T) {
 
 // TestTwoBindingsKeepTheirRecords binds 4 Deployments with two
 // SinkBindings that roll back (the same sink, so that neither undoes the
-// other's value): each keeps its own rollout and rollback records; deleting
-// one removes its records and leaves the other's.
+// other's value; the second also adds a forwarder, so that it changes the
+// template: a change of records only is written without a wave, and
+// records no rollout): each keeps its own rollout and rollback records;
+// deleting one removes its records and leaves the other's.
 func TestTwoBindingsKeepTheirRecords(t *testing.T) {
 	env := controlPlane.Env(t)
 	ctx := t.Context()
@@ -476,7 +478,8 @@ func TestTwoBindingsKeepTheirRecords(t *testing.T) {
 	rollout.StartController(t, env)
 	policy := map[string]any{psbinding.RolloutMaxChangingAnnotation: "2", psbinding.RolloutRollbackAnnotation: "true"}
 	for _, name := range []string{"first", "second"} {
-		b := rollout.SinkBinding(ns, name, map[string]any{"app": "web"}, "https://sink.example.com/same", "", policy)
+		forwarder := map[string]string{"second": "registry.example/forwarder:1"}[name]
+		b := rollout.SinkBinding(ns, name, map[string]any{"app": "web"}, "https://sink.example.com/same", forwarder, policy)
 		if _, err := dyn.Resource(rollout.SinkBindings).Namespace(ns).Create(ctx, b, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
