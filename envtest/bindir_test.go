@@ -11,6 +11,7 @@ import (
 // would take, v<minor> below BinDir for an older minor, and says what is
 // missing otherwise.
 func TestBinaryDirFollowsBinDirAndMinor(t *testing.T) {
+	t.Setenv(KubeMinorEnv, "") // the older minor's pass sets it: an empty KubeMinor then means that minor
 	dir := t.TempDir()
 	older := filepath.Join(dir, "v1.36")
 	for _, d := range []string{dir, older} {
