@@ -238,7 +238,7 @@ func (p *Process) cleanup() {
 func (p *Process) installConfigurations(kube kubernetes.Interface) error {
 	fromFiles := map[string]*admissionregistrationv1.MutatingWebhookConfiguration{}
 	for _, path := range p.opts.WebhookConfigurations {
-		configs, err := readWebhookConfigurations(path)
+		configs, err := ReadWebhookConfigurations(path)
 		if err != nil {
 			return err
 		}
@@ -295,9 +295,10 @@ func (p *Process) installConfigurations(kube kubernetes.Interface) error {
 	return nil
 }
 
-// readWebhookConfigurations reads the MutatingWebhookConfigurations of a
-// YAML file.
-func readWebhookConfigurations(path string) ([]*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+// ReadWebhookConfigurations reads the MutatingWebhookConfigurations of a
+// YAML file, such as a kind's config/ holds (other documents are skipped),
+// for a test to install them pointed at its own process.
+func ReadWebhookConfigurations(path string) ([]*admissionregistrationv1.MutatingWebhookConfiguration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("bindingtest: webhook configurations: %w", err)

@@ -3,10 +3,8 @@ package crtest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/bindkit/bindkit/bindingtest"
 	bindkitcr "github.com/bindkit/bindkit/controllerruntime"
 	"github.com/bindkit/bindkit/envtest"
 	"github.com/bindkit/bindkit/wiring"
@@ -68,7 +66,7 @@ func (m *Manager) installSystem(ctx context.Context) error {
 func (m *Manager) installWebhookConfigurations(ctx context.Context, kinds []*wiring.Kind, files []string) error {
 	fromFiles := map[string]*admissionregistrationv1.MutatingWebhookConfiguration{}
 	for _, path := range files {
-		configs, err := readWebhookConfigurations(path)
+		configs, err := bindingtest.ReadWebhookConfigurations(path)
 		if err != nil {
 			return err
 		}
@@ -191,35 +189,4 @@ func (m *Manager) writable(ctx context.Context, k *wiring.Kind) error {
 		return fmt.Errorf("a %s is not writable yet: %w", k.GVK.Kind, err)
 	}
 	return nil
-}
-
-// readWebhookConfigurations reads the MutatingWebhookConfigurations of a
-// YAML file.
-func readWebhookConfigurations(path string) ([]*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("crtest: webhook configurations: %w", err)
-	}
-	var out []*admissionregistrationv1.MutatingWebhookConfiguration
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("crtest: %s: %w", path, err)
-		}
-		if raw["kind"] != "MutatingWebhookConfiguration" {
-			continue
-		}
-		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		js, err := json.Marshal(raw)
-		if err == nil {
-			err = json.Unmarshal(js, cfg)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("crtest: %s: MutatingWebhookConfiguration: %w", path, err)
-		}
-		out = append(out, cfg)
-	}
 }
