@@ -83,6 +83,7 @@ func TestReadLocalInstall(t *testing.T) {
 // reconciler and one created later by the webhook, which the
 // kube-apiserver calls on 127.0.0.1. Ctrl-C (the context) stops it all.
 func TestControlPlaneRunsAControllerLocallyWithRealAPIServer(t *testing.T) {
+	t.Parallel() // a control plane and a controller's build: beside the scaffolding tests
 	assets := os.Getenv(envtest.BinDirEnv)
 	if assets == "" || len(missingBinaries(assets)) > 0 || !isExecutable(filepath.Join(assets, "kwok")) {
 		if os.Getenv("CI") == "true" {
@@ -90,28 +91,28 @@ func TestControlPlaneRunsAControllerLocallyWithRealAPIServer(t *testing.T) {
 		}
 		t.Skipf("no built binaries in %s=%q (make tools)", envtest.BinDirEnv, assets)
 	}
-	fakeCache(t)
-	t.Setenv(envtest.KubebuilderAssetsEnv, assets)
 	port, err := envtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	out, w := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"controlplane", "-run", "-config", "../../config", "-webhook-port", itoa(port)}, w, io.Discard)
-		w.Close()
-	}()
+	defer cancel()
+	cp := startControlPlaneRun(t, ctx, assets, "-run", "-config", "../../config", "-webhook-port", itoa(port))
+	out, err := cp.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Start(); err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("bindkit controlplane -run: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Errorf("bindkit controlplane -run did not stop within a minute of Ctrl-C")
+		// Ctrl-C, as the author stops it; killed if still running a
+		// minute later.
+		_ = cp.Process.Signal(os.Interrupt)
+		kill := time.AfterFunc(time.Minute, cancel)
+		defer kill.Stop()
+		if err := cp.Wait(); err != nil {
+			t.Errorf("bindkit controlplane -run, after Ctrl-C: %v (stopped within a minute, else killed)", err)
 		}
 	}()
 	began := time.Now()
@@ -194,6 +195,35 @@ func TestControlPlaneRunsAControllerLocallyWithRealAPIServer(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// startControlPlaneRun returns `bindkit controlplane ARGS...` as an author
+// runs it, a process of a binary built from this package, with the
+// control plane's binaries in KUBEBUILDER_ASSETS and a home and caches of
+// its own (so that it can find no other binaries). A process, not run in
+// this one: the environment it needs is its own, and setting it here
+// (t.Setenv) would keep this test from running beside the others and
+// hand the controller's build a cold Go build cache. It is killed when
+// ctx ends.
+func startControlPlaneRun(t *testing.T, ctx context.Context, assets string, args ...string) *exec.Cmd {
+	t.Helper()
+	binary := filepath.Join(t.TempDir(), "bindkit")
+	runOrFail(t, "", nil, "go", "build", "-o", binary, ".")
+	cmd := exec.CommandContext(ctx, binary, append([]string{"controlplane"}, args...)...)
+	cmd.Env = append(os.Environ(),
+		"HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir(), "XDG_DATA_HOME="+t.TempDir(),
+		envtest.KubebuilderAssetsEnv+"="+assets)
+	cmd.Stderr = &testWriter{t: t}
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+// testWriter logs what is written to it, a line at a time.
+type testWriter struct{ t *testing.T }
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
 
 // readInstructions reads the output of `controlplane -run` until it has
 // printed the kubeconfig and the controller's command.
