@@ -93,11 +93,17 @@ OLDER_DIRS = $(shell $(GO) list -f '{{.Dir}}' $(CONTROL_PLANE_PKGS)) \
 	$(shell cd $(CR_MODULE) && $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./...)
 
 # The module that runs Binding kinds inside a controller-runtime Manager
-# (controllerruntime/, with its kubebuilder example) has a go.mod of its
+# (controllerruntime/) has a go.mod of its
 # own, so controller-runtime never becomes a dependency of the framework;
 # `go test ./...` here does not reach it. Its tests start control planes
 # (one per package) and run against both minors.
 CR_MODULE := controllerruntime
+
+# The controller-runtime module's example is a kubebuilder project
+# (kubebuilder init, then bindkit kubebuilder create binding), a module of
+# its own: make test runs its own make test, as its users would, on the
+# newest minor's binaries (hack/test-lanes.sh).
+CR_EXAMPLE := $(CR_MODULE)/examples/githubbinding
 
 # The operator's kubectl plugin (cmd/kubectl-bindkit) has a go.mod of its
 # own too, so k8s.io/cli-runtime (kubectl's flags, with the kustomize and
@@ -134,7 +140,7 @@ TEST_FLAGS = -race -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w -vet=off
 # Building the two minors side by side took as long as one after the
 # other: both builds keep the two cores busy.
 test: tools vet
-	@GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' OLDER_MINOR='$(OLDER_MINOR)' CR_MODULE='$(CR_MODULE)' PLUGIN_MODULE='$(PLUGIN_MODULE)' \
+	@GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' OLDER_MINOR='$(OLDER_MINOR)' CR_MODULE='$(CR_MODULE)' CR_EXAMPLE='$(CR_EXAMPLE)' PLUGIN_MODULE='$(PLUGIN_MODULE)' BIN='$(BIN)' \
 	MAIN_PKGS='$(MAIN_PKGS)' WAITING_PKGS='$(WAITING_PKGS)' \
 	OLDER_DIRS='$(OLDER_DIRS)' \
 	hack/test-lanes.sh

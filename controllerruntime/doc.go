@@ -44,5 +44,7 @@
 // controller-runtime enters bindkit here only: this is a module of its own
 // (github.com/bindkit/bindkit/controllerruntime), so the framework's
 // dependencies stay client-go's. examples/githubbinding is a kubebuilder
-// project that binds the GithubBinding kind this way.
+// project that binds the GithubBinding kind this way, made by kubebuilder
+// init and bindkit kubebuilder create binding (a module of its own; its
+// tests are its make test's).
 package controllerruntime

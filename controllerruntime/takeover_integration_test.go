@@ -73,15 +73,15 @@ func as(env *testenv.Environment, user string) *rest.Config {
 	return cfg
 }
 
-// exampleRBAC is the controller-runtime example's RBAC, the documented
-// grants of a Manager that binds a kind: its ClusterRole and the Roles
-// in the Manager's namespace.
+// exampleRBAC is the controller-runtime example's RBAC, the grants of a
+// Manager that binds a kind as bindkit kubebuilder create binding
+// generates them (its markers, written by make manifests): its
+// ClusterRole and the Roles in the Manager's namespace.
 const exampleRBAC = "examples/githubbinding/config/rbac/"
 
 // exampleWebhookConfiguration is the example's webhook configuration
-// name, which its ClusterRole grants by name (config/default's namePrefix
-// applied).
-const exampleWebhookConfiguration = "githubbinding-mutating-webhook-configuration"
+// name, which its ClusterRole grants by name.
+const exampleWebhookConfiguration = "githubbindings.bindings.bindkit.dev"
 
 // documentedRules are what the documentation grants a Manager that binds
 // kind, a declarative kind: the ClusterRole of the example's (a code
@@ -117,7 +117,10 @@ func documentedRules(t *testing.T, kind *wiring.Kind, createSubjects bool) (clus
 					rule.Resources[i] = strings.ReplaceAll(r, "githubbindings", kind.GVR.Resource)
 				}
 				for i, n := range rule.ResourceNames {
-					n = strings.ReplaceAll(n, exampleWebhookConfiguration, kind.WebhookConfigurationName)
+					if n == exampleWebhookConfiguration {
+						rule.ResourceNames[i] = kind.WebhookConfigurationName
+						continue
+					}
 					rule.ResourceNames[i] = strings.ReplaceAll(n, "githubbindings", kind.GVR.Resource)
 				}
 				if createSubjects && slices.ContainsFunc(rule.Resources, func(r string) bool { return slices.Contains(subjectKinds, r) }) {

@@ -5,13 +5,14 @@
 #
 #   main     the newest minor's pass but the suites that mostly wait
 #   waiting  the newest minor's suites that mostly wait, three at a time,
-#            then the controller-runtime module, then the plugin's module
+#            then the controller-runtime module, its kubebuilder example's
+#            own make test, then the plugin's module
 #   older    the older minor's pass, three at a time: the test binaries the
 #            other two lanes' go test linked (hack/test-exec.sh hands them
 #            over as each starts), run again with BINDKIT_KUBE_MINOR set
 #
 # The Makefile's test target calls it with what it computes in the
-# environment: GO, TEST_FLAGS, OLDER_MINOR, CR_MODULE, PLUGIN_MODULE, the package lists
+# environment: GO, TEST_FLAGS, OLDER_MINOR, CR_MODULE, CR_EXAMPLE, PLUGIN_MODULE, BIN, the package lists
 # MAIN_PKGS and WAITING_PKGS, and OLDER_DIRS, the directories of the
 # packages (the module's too) that run against both minors (see the
 # Makefile for what goes in which, and why).
@@ -25,7 +26,7 @@
 # older lane reusing the newest pass's test binaries.
 set -uo pipefail
 
-: "${GO:=go}" "${TEST_FLAGS:=-race -count=1}" "${OLDER_MINOR:?}" "${CR_MODULE:?}" "${PLUGIN_MODULE:?}"
+: "${GO:=go}" "${TEST_FLAGS:=-race -count=1}" "${OLDER_MINOR:?}" "${CR_MODULE:?}" "${CR_EXAMPLE:?}" "${PLUGIN_MODULE:?}" "${BIN:?}"
 : "${MAIN_PKGS:?}" "${WAITING_PKGS:?}" "${OLDER_DIRS:?}"
 
 hack=$(cd "$(dirname "$0")" && pwd -P)
@@ -62,6 +63,22 @@ newest() { $GO test $TEST_FLAGS -exec "$hack/test-exec.sh" "$@"; }
 # module DIR: the tests of the module in DIR (the controller-runtime
 # module's, the plugin's).
 module() { (cd "$1" && newest ./...); }
+# kubebuilder-project DIR: a kubebuilder project's own make test, as its
+# user runs it (make manifests generate fmt vet, then go test with
+# envtest) on the newest minor's binaries; then fails if that changed a
+# file of the project (its generated files were stale) or left one.
+kubebuilder-project() {
+	(cd "$1" && GOWORK=off GOFLAGS= make test KUBEBUILDER_ASSETS="$BIN") || return
+	local changed
+	changed=$(git -C "$1" status --porcelain -- .)
+	if [ -n "$changed" ]; then
+		echo "FAIL	$1: make test changed the project's files (run make manifests generate fmt there and commit):"
+		echo "$changed"
+		git -C "$1" diff -- . | head -50
+		return 1
+	fi
+	echo "ok  	$1	(kubebuilder project: make test)"
+}
 # newest-done: tells the older lane one of the newest lanes is done.
 newest-done() { touch "$BINDKIT_OLDER_QUEUE/$1.done"; }
 
@@ -132,7 +149,7 @@ lane() {
 set -m
 lane main 'newest $MAIN_PKGS' 'newest-done main' &
 lanes+=($!)
-lane waiting 'newest -p 3 $WAITING_PKGS' 'module $CR_MODULE' 'module $PLUGIN_MODULE' 'newest-done waiting' >"$out/waiting.log" 2>&1 &
+lane waiting 'newest -p 3 $WAITING_PKGS' 'module $CR_MODULE' 'kubebuilder-project $CR_EXAMPLE' 'module $PLUGIN_MODULE' 'newest-done waiting' >"$out/waiting.log" 2>&1 &
 lanes+=($!)
 lane older 'older' >"$out/older.log" 2>&1 &
 lanes+=($!)

@@ -1,135 +1,219 @@
-// Command manager is a kubebuilder-style operator that runs bindkit's
-// GithubBinding kind inside its controller-runtime Manager: leader
-// election, webhook server, certificates, metrics and probes are the
-// Manager's, as kubebuilder scaffolds them; the Binding is bindkit's,
-// added in one call (controllerruntime.Add).
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package main
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/rest"
+	// Import all Kubernetes client auth plugins (e.g. Azure, GCP, OIDC, etc.)
+	// to ensure that exec-entrypoint and run can make use of them.
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+
+	bindkitcr "github.com/bindkit/bindkit/controllerruntime"
+	bindingsv1alpha1 "github.com/bindkit/bindkit/controllerruntime/examples/githubbinding/api/v1alpha1"
+	"github.com/bindkit/bindkit/controllerruntime/examples/githubbinding/internal/controller"
+	"github.com/bindkit/bindkit/wiring"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-
-	bindkitcr "github.com/bindkit/bindkit/controllerruntime"
-	"github.com/bindkit/bindkit/examples/githubbinding/pkg/apis/bindings/v1alpha1"
-	"github.com/bindkit/bindkit/injection"
-	"github.com/bindkit/bindkit/injection/sharedmain"
-	"github.com/bindkit/bindkit/wiring"
+	// +kubebuilder:scaffold:imports
 )
 
-// Names the deployment in config/ repeats: config/default's namePrefix
-// turns config/webhook's mutating-webhook-configuration into
-// WebhookConfigurationName.
-const (
-	WebhookConfigurationName = "githubbinding-mutating-webhook-configuration"
-	WebhookName              = "mgithubbinding.bindings.bindkit.dev"
-	WebhookPath              = "/mutate-bindings-bindkit-dev-v1alpha1-githubbinding"
-	LeaderElectionID         = "githubbinding.bindkit.dev"
+var (
+	scheme   = runtime.NewScheme()
+	setupLog = ctrl.Log.WithName("setup")
 )
 
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+
+	utilruntime.Must(bindingsv1alpha1.AddToScheme(scheme))
+	// +kubebuilder:scaffold:scheme
+}
+
+// nolint:gocyclo
 func main() {
-	// flag.CommandLine, as kubebuilder's main: controller-runtime adds
-	// --kubeconfig to it.
-	opts := zap.Options{}
+	var metricsAddr string
+	var metricsCertPath, metricsCertName, metricsCertKey string
+	var webhookCertPath, webhookCertName, webhookCertKey string
+	var webhookPort int
+	var enableLeaderElection bool
+	var probeAddr string
+	var secureMetrics bool
+	var enableHTTP2 bool
+	var tlsOpts []func(*tls.Config)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. "+
+		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to.")
+	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
+		"Enable leader election for controller manager. "+
+			"Enabling this will ensure there is only one active controller manager.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true,
+		"If set, the metrics endpoint is served securely via HTTPS. Use --metrics-secure=false to use HTTP instead.")
+	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "The directory that contains the webhook certificate.")
+	flag.StringVar(&webhookCertName, "webhook-cert-name", "tls.crt", "The name of the webhook certificate file.")
+	flag.StringVar(&webhookCertKey, "webhook-cert-key", "tls.key", "The name of the webhook key file.")
+	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on. "+
+		"Defaults to 9443. Set -1 to disable the webhook server.")
+	flag.StringVar(&metricsCertPath, "metrics-cert-path", "",
+		"The directory that contains the metrics server certificate.")
+	flag.StringVar(&metricsCertName, "metrics-cert-name", "tls.crt", "The name of the metrics server certificate file.")
+	flag.StringVar(&metricsCertKey, "metrics-cert-key", "tls.key", "The name of the metrics server key file.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false,
+		"If set, HTTP/2 will be enabled for the metrics and webhook servers")
+	opts := zap.Options{
+		Development: true,
+	}
 	opts.BindFlags(flag.CommandLine)
-	f := registerFlags(flag.CommandLine)
 	flag.Parse()
+
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), f); err != nil {
-		ctrl.Log.WithName("setup").Error(err, "manager stopped")
+
+	// if the enable-http2 flag is false (the default), http/2 should be disabled
+	// due to its vulnerabilities. More specifically, disabling http/2 will
+	// prevent from being vulnerable to the HTTP/2 Stream Cancellation and
+	// Rapid Reset CVEs. For more information see:
+	// - https://github.com/advisories/GHSA-qppj-fm5r-hxr3
+	// - https://github.com/advisories/GHSA-4374-p667-p6c8
+	disableHTTP2 := func(c *tls.Config) {
+		setupLog.Info("Disabling HTTP/2")
+		c.NextProtos = []string{"http/1.1"}
+	}
+
+	if !enableHTTP2 {
+		tlsOpts = append(tlsOpts, disableHTTP2)
+	}
+
+	// Initial webhook TLS options
+	webhookTLSOpts := tlsOpts
+	webhookServerOptions := webhook.Options{
+		TLSOpts: webhookTLSOpts,
+		Port:    webhookPort,
+	}
+
+	if len(webhookCertPath) > 0 {
+		setupLog.Info("Initializing webhook certificate watcher using provided certificates",
+			"webhook-cert-path", webhookCertPath, "webhook-cert-name", webhookCertName, "webhook-cert-key", webhookCertKey)
+
+		webhookServerOptions.CertDir = webhookCertPath
+		webhookServerOptions.CertName = webhookCertName
+		webhookServerOptions.KeyName = webhookCertKey
+	}
+
+	webhookServer := webhook.NewServer(webhookServerOptions)
+
+	// Metrics endpoint is enabled in 'config/default/kustomization.yaml'. The Metrics options configure the server.
+	// More info:
+	// - https://pkg.go.dev/sigs.k8s.io/controller-runtime@v0.25.0/pkg/metrics/server
+	// - https://book.kubebuilder.io/reference/metrics.html
+	metricsServerOptions := metricsserver.Options{
+		BindAddress:   metricsAddr,
+		SecureServing: secureMetrics,
+		TLSOpts:       tlsOpts,
+	}
+
+	if secureMetrics {
+		// FilterProvider is used to protect the metrics endpoint with authn/authz.
+		// These configurations ensure that only authorized users and service accounts
+		// can access the metrics endpoint. The RBAC are configured in 'config/rbac/kustomization.yaml'. More info:
+		// https://pkg.go.dev/sigs.k8s.io/controller-runtime@v0.25.0/pkg/metrics/filters#WithAuthenticationAndAuthorization
+		metricsServerOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	// If the certificate is not specified, controller-runtime will automatically
+	// generate self-signed certificates for the metrics server. While convenient for development and testing,
+	// this setup is not recommended for production.
+	//
+	// TODO(user): If you enable certManager, uncomment the following lines:
+	// - [METRICS-WITH-CERTS] at config/default/kustomization.yaml to generate and use certificates
+	// managed by cert-manager for the metrics server.
+	// - [PROMETHEUS-WITH-CERTS] at config/prometheus/kustomization.yaml for TLS certification.
+	if len(metricsCertPath) > 0 {
+		setupLog.Info("Initializing metrics certificate watcher using provided certificates",
+			"metrics-cert-path", metricsCertPath, "metrics-cert-name", metricsCertName, "metrics-cert-key", metricsCertKey)
+
+		metricsServerOptions.CertDir = metricsCertPath
+		metricsServerOptions.CertName = metricsCertName
+		metricsServerOptions.KeyName = metricsCertKey
+	}
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsServerOptions,
+		WebhookServer:          webhookServer,
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         enableLeaderElection,
+		LeaderElectionID:       "bb75f007.bindkit.dev",
+		// LeaderElectionReleaseOnCancel defines if the leader should step down voluntarily
+		// when the Manager ends. This requires the binary to immediately end when the
+		// Manager is stopped, otherwise, this setting is unsafe. Setting this significantly
+		// speeds up voluntary leader transitions as the new leader don't have to wait
+		// LeaseDuration time first.
+		//
+		// In the default scaffold provided, the program ends immediately after
+		// the manager stops, so would be fine to enable this option. However,
+		// if you are doing or is intended to do any operation such as perform cleanups
+		// after the manager stops then its usage might be unsafe.
+		// LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		setupLog.Error(err, "Failed to start manager")
 		os.Exit(1)
 	}
-}
 
-// flags are kubebuilder's main's.
-type flags struct {
-	metricsAddr, probeAddr             string
-	webhookHost                        string
-	webhookPort                        int
-	certPath, certName, certKey        string
-	enableLeaderElection, enableHTTP2  bool
-	leaderElectionNamespace, namespace string
-
-	// registry, set by tests that run two Managers at once, is where
-	// bindkit's metrics go; nil is the Manager's registry.
-	registry prometheus.Registerer
-}
-
-func registerFlags(fs *flag.FlagSet) *flags {
-	f := &flags{}
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. Use :8080 for HTTP, or 0 to disable it.")
-	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to.")
-	fs.StringVar(&f.webhookHost, "webhook-host", "", "The address the webhook server listens on (empty: all).")
-	fs.IntVar(&f.webhookPort, "webhook-port", webhook.DefaultPort, "The port the webhook server listens on.")
-	fs.StringVar(&f.certPath, "webhook-cert-path", "", "The directory that contains the webhook certificate (cert-manager's Secret, mounted).")
-	fs.StringVar(&f.certName, "webhook-cert-name", "tls.crt", "The name of the webhook certificate file.")
-	fs.StringVar(&f.certKey, "webhook-cert-key", "tls.key", "The name of the webhook key file.")
-	fs.BoolVar(&f.enableLeaderElection, "leader-elect", false, "Enable leader election for the controller manager, so that only one replica writes.")
-	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", os.Getenv(injection.SystemNamespaceEnv), "The namespace of the leader election Lease (in a cluster: the pod's).")
-	fs.StringVar(&f.namespace, "system-namespace", os.Getenv(injection.SystemNamespaceEnv), "The namespace the manager runs in (bindkit never mutates it, and reads the certificate's Secret there).")
-	fs.BoolVar(&f.enableHTTP2, "enable-http2", false, "If set, HTTP/2 will be enabled for the metrics and webhook servers.")
-	return f
-}
-
-// run builds the Manager as kubebuilder's main does, adds the
-// GithubBinding kind, and runs until ctx ends.
-func run(ctx context.Context, cfg *rest.Config, f *flags) error {
-	var tlsOpts []func(*tls.Config)
-	if !f.enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics: metricsserver.Options{BindAddress: f.metricsAddr, TLSOpts: tlsOpts},
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: f.webhookHost, Port: f.webhookPort, TLSOpts: tlsOpts,
-			CertDir: f.certPath, CertName: f.certName, KeyName: f.certKey,
-		}),
-		HealthProbeBindAddress:        f.probeAddr,
-		LeaderElection:                f.enableLeaderElection,
-		LeaderElectionID:              LeaderElectionID,
-		LeaderElectionNamespace:       f.leaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-	})
+	// bindkit: the Binding kinds, run inside the Manager
+	// (controllerruntime.Add): their reconcilers (writing while the Manager
+	// leads), their admission on the Manager's webhook server, and the
+	// admission policies on their Bindings. SYSTEM_NAMESPACE names the
+	// namespace the Manager runs in (config/default sets it).
+	var bindingKinds []*wiring.Kind
+	githubBindingKind, err := controller.NewGithubBinding()
 	if err != nil {
-		return fmt.Errorf("unable to create manager: %w", err)
+		setupLog.Error(err, "Failed to wire the Binding kind", "kind", "GithubBinding")
+		os.Exit(1)
+	}
+	bindingKinds = append(bindingKinds, githubBindingKind)
+	// +bindkit:scaffold:kinds
+	if err := bindkitcr.Add(mgr, bindkitcr.Options{Kinds: bindingKinds}); err != nil {
+		setupLog.Error(err, "Failed to add the Binding kinds")
+		os.Exit(1)
+	}
+	// +kubebuilder:scaffold:builder
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		setupLog.Error(err, "Failed to set up health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		setupLog.Error(err, "Failed to set up ready check")
+		os.Exit(1)
 	}
 
-	// bindkit: the GithubBinding kind, its reconciler and its admission
-	// webhook, and the namespace guard (a ValidatingAdmissionPolicy that
-	// refuses a Binding naming another namespace's subject).
-	kind, err := wiring.New[v1alpha1.GithubBinding](v1alpha1.GroupVersionResource(), wiring.Options{
-		WebhookConfigurationName: WebhookConfigurationName,
-		WebhookName:              WebhookName,
-		WebhookPath:              WebhookPath,
-	})
-	if err != nil {
-		return err
+	setupLog.Info("Starting manager")
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		setupLog.Error(err, "Failed to run manager")
+		os.Exit(1)
 	}
-	if err := bindkitcr.Add(mgr, bindkitcr.Options{
-		Kinds:           []*wiring.Kind{kind},
-		Controllers:     []sharedmain.Constructor{wiring.NamespaceGuard(kind)},
-		SystemNamespace: f.namespace,
-		MetricsRegistry: f.registry,
-	}); err != nil {
-		return err
-	}
-
-	if err := errors.Join(
-		mgr.AddHealthzCheck("healthz", healthz.Ping),
-		mgr.AddReadyzCheck("readyz", healthz.Ping),
-	); err != nil {
-		return fmt.Errorf("unable to set up health checks: %w", err)
-	}
-	return mgr.Start(ctx)
 }
