@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"go.uber.org/zap"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -184,17 +185,26 @@ func (a *admitter) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 		apps = append(apps, app)
 	}
 	_, ops, err := bindingStep(shape, before, apps...)
+	return a.answer(ctx, gk, req.Namespace, name, bindings, ops, err)
+}
+
+// answer is the response to an admission of the subject gk
+// namespace/name whose Bindings' step returned ops and err: a panic in
+// the author's code refused as such (naming the subject), another error
+// as internal, a patch over ObjectLimits.MaxPatchBytes as too large, else
+// the patch.
+func (a *admitter) answer(ctx context.Context, gk schema.GroupKind, namespace, name string, bindings []Bindable, ops []jsonpatch.JsonPatchOperation, err error) *admissionv1.AdmissionResponse {
 	if p, ok := errors.AsType[*PanicError](err); ok {
-		p.Subject = fmt.Sprintf("%s %s/%s", gk, req.Namespace, name)
+		p.Subject = fmt.Sprintf("%s %s/%s", gk, namespace, name)
 		return a.panicked(p, generationOf(bindings, p))
 	}
 	if err != nil {
-		return webhook.Errored(http.StatusInternalServerError, fmt.Errorf("%s %s/%s: %w", gk, req.Namespace, name, err))
+		return webhook.Errored(http.StatusInternalServerError, fmt.Errorf("%s %s/%s: %w", gk, namespace, name, err))
 	}
 	resp := webhook.PatchResponse(ops)
-	if n := int64(len(resp.Patch)); n > limits.MaxPatchBytes {
+	if n, limit := int64(len(resp.Patch)), webhook.ObjectLimitsFrom(ctx).MaxPatchBytes; n > limit {
 		return webhook.Errored(http.StatusRequestEntityTooLarge, fmt.Errorf("%s: %s %s/%s: patch of %d bytes exceeds the limit of %d bytes (%s)",
-			bindingNames(bindings), gk, req.Namespace, name, n, limits.MaxPatchBytes, webhook.SettingNameFrom(ctx, "ObjectLimits.MaxPatchBytes")))
+			bindingNames(bindings), gk, namespace, name, n, limit, webhook.SettingNameFrom(ctx, "ObjectLimits.MaxPatchBytes")))
 	}
 	return resp
 }

@@ -403,12 +403,24 @@ func (r *BaseReconciler) patchSubject(ctx, mctx context.Context, b Bindable, s *
 		// A failed test comes back as 422 Invalid. If the subject did not
 		// change meanwhile, the next read says so and the loop ends above.
 		lastRejected, lastRefusal, first = resourceVersion, err, nil
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", name, ctx.Err())
-		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		if err := sleepJittered(ctx, wait); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		wait = min(2*wait, maxPatchWait)
+	}
+}
+
+// sleepJittered waits between half of wait and wait, at random, so that
+// writers that conflicted do not retry in step; it returns ctx's error if
+// ctx ends first.
+func sleepJittered(ctx context.Context, wait time.Duration) error {
+	t := time.NewTimer(wait/2 + rand.N(wait/2+1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

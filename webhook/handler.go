@@ -388,17 +388,27 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, st *requestState
 	if err != nil {
 		return nil, badRequest("decode AdmissionReview: %v", err)
 	}
-	switch {
-	case review.APIVersion != admissionV1 && review.APIVersion != admissionV1beta1:
-		return nil, badRequest("AdmissionReview apiVersion %q not supported: want %s or %s", review.APIVersion, admissionV1, admissionV1beta1)
-	case review.Kind != reviewKind:
-		return nil, badRequest("kind %q is not %s", review.Kind, reviewKind)
-	case review.Request == nil:
-		return nil, badRequest("AdmissionReview has no request")
-	case review.Request.UID == "":
-		return nil, badRequest("AdmissionReview request has no uid")
+	if rerr := checkReview(review); rerr != nil {
+		return nil, rerr
 	}
 	return review, nil
+}
+
+// checkReview refuses a decoded review bindkit cannot answer: another
+// apiVersion or kind, no request, or a request without the uid its
+// answer must carry.
+func checkReview(review *admissionv1.AdmissionReview) *reviewError {
+	switch {
+	case review.APIVersion != admissionV1 && review.APIVersion != admissionV1beta1:
+		return badRequest("AdmissionReview apiVersion %q not supported: want %s or %s", review.APIVersion, admissionV1, admissionV1beta1)
+	case review.Kind != reviewKind:
+		return badRequest("kind %q is not %s", review.Kind, reviewKind)
+	case review.Request == nil:
+		return badRequest("AdmissionReview has no request")
+	case review.Request.UID == "":
+		return badRequest("AdmissionReview request has no uid")
+	}
+	return nil
 }
 
 // bodyPacer moves a connection's read deadline as its body arrives:

@@ -297,6 +297,35 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return errors.New("webhook: this Server has no certificate (NewHandler): mount its ServeHTTP on the server that owns the port")
 	}
+	srv, ln := s.httpServer(ctx, ln)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	if err := s.graceUntilOutOfPath(ctx, served); err != nil {
+		return fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), err)
+	}
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxDrain)
+	defer cancel()
+	err := srv.Shutdown(drainCtx)
+	if err != nil {
+		srv.Close()
+		err = fmt.Errorf("webhook: drain: %w", err)
+	}
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), serr)
+	}
+	return err
+}
+
+// httpServer returns the http.Server Serve runs and the listener it
+// serves: ln behind the connection caps and TLS (tlsListener), with the
+// timeouts and limits of s.opts.
+func (s *Server) httpServer(ctx context.Context, ln net.Listener) (*http.Server, net.Listener) {
 	// Handshake failures land in the server's error log; they are worth a
 	// warning, not a crash. NewStdLogAt fails only for an invalid level.
 	errorLog, _ := zap.NewStdLogAt(s.logger.Named("http"), zapcore.WarnLevel)
@@ -315,7 +344,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ln = newTLSListener(ln, limiter, tlsConfig, sampled,
 		"at a connection cap "+caps+": closed a connection for a new one (one stalled in a request, or kept alive and idle)",
 		fmt.Sprintf("connection caps %s: reset a new connection before TLS from an address that has not proven itself (sent no admission, or with client authentication completed no handshake) and holds connections (at its cap, or %d or more at the global cap or while its handshakes fail)", caps, unprovenGrace))
-	srv := &http.Server{
+	return &http.Server{
 		Handler:           s,
 		TLSConfig:         tlsConfig,
 		Protocols:         &protocols,
@@ -331,50 +360,37 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			// Requests outlive ctx during the grace period and the drain.
 			return context.WithoutCancel(ctx)
 		},
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	}, ln
+}
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-	}
-
-	// Each connection closes after its next answer (ServeHTTP), never
-	// while idle: a caller may be writing a request on an idle connection
-	// at any moment, and closing it under that write refuses the request
-	// (the kube-apiserver does not resend an admission review, and with
-	// failurePolicy Fail the create fails). Connections still idle at the
-	// end of the grace period have carried nothing through it.
+// graceUntilOutOfPath keeps serving, once ctx is done, for the grace
+// period or until every path has left the kube-apiserver's path
+// (leavePaths), whichever comes first; it returns the server's error if
+// it stopped serving meanwhile.
+//
+// Each connection closes after its next answer (ServeHTTP), never while
+// idle: a caller may be writing a request on an idle connection at any
+// moment, and closing it under that write refuses the request (the
+// kube-apiserver does not resend an admission review, and with
+// failurePolicy Fail the create fails). Connections still idle at the end
+// of the grace period have carried nothing through it.
+func (s *Server) graceUntilOutOfPath(ctx context.Context, served <-chan error) error {
 	s.draining.Store(true)
 	s.logger.Info("webhook shutting down", zap.Duration("gracePeriod", s.opts.GracePeriod))
-	if s.opts.GracePeriod > 0 {
-		grace := time.NewTimer(s.opts.GracePeriod)
-		leaving, stopLeaving := context.WithTimeout(context.WithoutCancel(ctx), s.opts.GracePeriod)
-		left := s.leavePaths(leaving)
-		select {
-		case err := <-served:
-			grace.Stop()
-			stopLeaving()
-			return fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), err)
-		case <-grace.C:
-		case <-left:
-			grace.Stop()
-			s.logger.Info("webhook out of the kube-apiserver's path: draining without the rest of the grace period")
-		}
-		stopLeaving()
+	if s.opts.GracePeriod <= 0 {
+		return nil
 	}
-
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxDrain)
-	defer cancel()
-	err := srv.Shutdown(drainCtx)
-	if err != nil {
-		srv.Close()
-		err = fmt.Errorf("webhook: drain: %w", err)
+	grace := time.NewTimer(s.opts.GracePeriod)
+	defer grace.Stop()
+	leaving, stopLeaving := context.WithTimeout(context.WithoutCancel(ctx), s.opts.GracePeriod)
+	defer stopLeaving()
+	left := s.leavePaths(leaving)
+	select {
+	case err := <-served:
+		return err
+	case <-grace.C:
+	case <-left:
+		s.logger.Info("webhook out of the kube-apiserver's path: draining without the rest of the grace period")
 	}
-	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = fmt.Errorf("webhook: serve on %s: %w", ln.Addr(), serr)
-	}
-	return err
+	return nil
 }
