@@ -23,7 +23,7 @@ func TestGithubBindingContract(t *testing.T) {
 		// to every one. Widen it to bindingtest.EveryContainerAndInitContainer
 		// when Do binds init containers too; narrow it, on purpose, to
 		// bindingtest.ReachUnstated only for a Do meant for some containers.
-		Reach: bindingtest.EveryContainer,
+		Reach: bindingtest.EveryContainerAndInitContainer,
 	})
 }
 

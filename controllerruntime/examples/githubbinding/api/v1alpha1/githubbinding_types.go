@@ -14,7 +14,7 @@ import (
 )
 
 // GithubBinding mounts the Secret Spec.Secret names (a GitHub token) into
-// every container of the workloads Spec.Subject names: bindkit calls Do on
+// every container and init container of the workloads Spec.Subject names: bindkit calls Do on
 // each (existing ones from its reconciler, new ones from its webhook) and
 // Undo when the GithubBinding goes.
 //
@@ -45,10 +45,18 @@ type GithubBindingSpec struct {
 	Subject tracker.Reference `json:"subject"`
 	// Secret names the Secret, in the Binding's namespace, that Do mounts
 	// at MountPath: typically a GitHub access token under the key "token".
+	Secret SecretReference `json:"secret"`
+}
+
+// SecretReference names a Secret in the Binding's namespace: the shape of
+// bindkit's own GithubBinding example (spec.secret.name), so that the two
+// serve the same Bindings.
+type SecretReference struct {
+	// Name is the Secret's name.
 	//
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Secret string `json:"secret"`
+	Name string `json:"name"`
 }
 
 // GithubBindingStatus is the observed state of a GithubBinding: the Ready and
@@ -84,7 +92,7 @@ func Example(namespace, name string, subject tracker.Reference) *GithubBinding {
 	return &GithubBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: "GithubBinding"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       GithubBindingSpec{Subject: subject, Secret: "github-token"},
+		Spec:       GithubBindingSpec{Subject: subject, Secret: SecretReference{Name: "github-token"}},
 	}
 }
 
@@ -109,17 +117,18 @@ func (b *GithubBinding) GetBindingStatus() duck.BindableStatus { return &b.Statu
 // sees it.
 const (
 	VolumeName = "github-binding"
-	MountPath  = "/var/run/secrets/github"
+	MountPath  = "/var/bindings/github"
 )
 
-// Do mounts Spec.Secret into every container of wp: the volume VolumeName,
-// and a read-only mount of it at MountPath. It changes wp only, the same
-// way each time, and never its receiver b, which others may read; on a
-// workload it bound, it points the volume at the Secret named now.
+// Do mounts Spec.Secret into every container and init container of wp:
+// the volume VolumeName, and a read-only mount of it at MountPath. It
+// changes wp only, the same way each time, and never its receiver b,
+// which others may read; on a workload it bound, it points the volume at
+// the Secret named now.
 func (b *GithubBinding) Do(ctx context.Context, wp *duck.WithPod) {
 	spec := &wp.Spec.Template.Spec
 	volume := corev1.Volume{Name: VolumeName, VolumeSource: corev1.VolumeSource{
-		Secret: &corev1.SecretVolumeSource{SecretName: b.Spec.Secret},
+		Secret: &corev1.SecretVolumeSource{SecretName: b.Spec.Secret.Name},
 	}}
 	if i := slices.IndexFunc(spec.Volumes, isVolume); i >= 0 {
 		spec.Volumes[i] = volume
@@ -127,12 +136,14 @@ func (b *GithubBinding) Do(ctx context.Context, wp *duck.WithPod) {
 		spec.Volumes = append(spec.Volumes, volume)
 	}
 	mount := corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true}
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		if j := slices.IndexFunc(c.VolumeMounts, isMount); j >= 0 {
-			c.VolumeMounts[j] = mount
-		} else {
-			c.VolumeMounts = append(c.VolumeMounts, mount)
+	for _, containers := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range containers {
+			c := &containers[i]
+			if j := slices.IndexFunc(c.VolumeMounts, isMount); j >= 0 {
+				c.VolumeMounts[j] = mount
+			} else {
+				c.VolumeMounts = append(c.VolumeMounts, mount)
+			}
 		}
 	}
 }
@@ -142,9 +153,11 @@ func (b *GithubBinding) Do(ctx context.Context, wp *duck.WithPod) {
 func (b *GithubBinding) Undo(ctx context.Context, wp *duck.WithPod) {
 	spec := &wp.Spec.Template.Spec
 	spec.Volumes = nilIfEmpty(slices.DeleteFunc(spec.Volumes, isVolume))
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		c.VolumeMounts = nilIfEmpty(slices.DeleteFunc(c.VolumeMounts, isMount))
+	for _, containers := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range containers {
+			c := &containers[i]
+			c.VolumeMounts = nilIfEmpty(slices.DeleteFunc(c.VolumeMounts, isMount))
+		}
 	}
 }
 
