@@ -20,14 +20,15 @@ import (
 	"github.com/bindkit/bindkit/test/testenv"
 )
 
-// The kubebuilder example of the controller-runtime module, and the names
-// its cmd/main.go and config/ give the GithubBinding kind's webhook.
+// The controller-runtime module's kubebuilder example (a module of its
+// own), and the names its config/bindkit gives the GithubBinding kind's
+// webhook (wiring's defaults).
 const (
-	managerModule               = "../controllerruntime"
-	managerPackage              = managerModule + "/examples/githubbinding/cmd"
-	managerWebhookConfiguration = "githubbinding-mutating-webhook-configuration"
-	managerWebhookName          = "mgithubbinding.bindings.bindkit.dev"
-	managerWebhookPath          = "/mutate-bindings-bindkit-dev-v1alpha1-githubbinding"
+	managerModule               = "../controllerruntime/examples/githubbinding"
+	managerPackage              = managerModule + "/cmd"
+	managerWebhookConfiguration = "githubbindings.bindings.bindkit.dev"
+	managerWebhookName          = "githubbindings.bindings.bindkit.dev"
+	managerWebhookPath          = "/githubbindings"
 	managerCertificatesSecret   = "webhook-server-cert"
 )
 
@@ -88,7 +89,6 @@ func (mb *managerBench) start(b *testing.B, extraEnv ...string) *process {
 	probePort := freePort(b)
 	p := startProcess(b, mb.env.Dir, mb.binary, []string{
 		"--kubeconfig=" + mb.env.KubeconfigPath,
-		"--webhook-host=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(mb.port),
 		"--webhook-cert-path=" + mb.certDir,
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),

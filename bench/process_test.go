@@ -88,7 +88,7 @@ func buildBinary(tb testing.TB, pkg string) string {
 		case strings.HasPrefix(pkg, "./examples/"):
 			cmd.Dir = ".."
 		case strings.HasPrefix(pkg, managerModule+"/"):
-			// The controller-runtime module, with its own go.mod.
+			// The controller-runtime example, a module of its own.
 			cmd = exec.Command("go", "build", "-o", r.path, "."+strings.TrimPrefix(pkg, managerModule))
 			cmd.Dir = managerModule
 		}
