@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -189,7 +190,9 @@ func editDefault(e *edits, s string) (string, error) {
 }
 
 // editMakefile makes kubebuilder's Makefile run bindkit's controller-gen
-// (so make manifests writes the CRD bindkit generate would), and its test
+// (so make manifests writes the CRD bindkit generate would) unless it
+// pins a newer one, which it keeps (a downgrade would undo the user's
+// choice, and newer releases write the same markers), and its test
 // target honour a KUBEBUILDER_ASSETS already set (no download: make test
 // runs offline with the binaries there).
 func editMakefile(e *edits) error {
@@ -216,9 +219,46 @@ func editMakefile(e *edits) error {
 			end := i + len(r.from)
 			if strings.HasSuffix(r.from, "?= ") {
 				end = i + strings.Index(s[i:], "\n")
+				if pinned := strings.TrimSpace(s[i+len(r.from) : end]); !olderRelease(pinned, ControllerToolsVersion) {
+					continue // the project's own, as new as bindkit's or newer: kept
+				}
 			}
 			s = s[:i] + r.to + s[end:]
 		}
 		return s, nil
 	})
+}
+
+// olderRelease reports whether the release version a (v1.2.3) is older
+// than b; a version it cannot read counts as older, so that bindkit's
+// known release replaces it.
+func olderRelease(a, b string) bool {
+	pa, okA := releaseParts(a)
+	pb, okB := releaseParts(b)
+	if !okA || !okB {
+		return true
+	}
+	for i := range pa {
+		if pa[i] != pb[i] {
+			return pa[i] < pb[i]
+		}
+	}
+	return false
+}
+
+// releaseParts reads vMAJOR.MINOR.PATCH.
+func releaseParts(v string) ([3]int, bool) {
+	var parts [3]int
+	fields := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(fields) != 3 {
+		return parts, false
+	}
+	for i, f := range fields {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return parts, false
+		}
+		parts[i] = n
+	}
+	return parts, true
 }
