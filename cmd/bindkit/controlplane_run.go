@@ -21,7 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -197,6 +199,60 @@ func applyCRD(ctx context.Context, env *envtest.Environment, crd *unstructured.U
 	return env.InstallCRDs(ctx, f.Name())
 }
 
+// waitWritable returns once an object of each installed CRD's kind can be
+// created: for seconds after a CRD is created, the kube-apiserver refuses
+// its kind's writes with 503 while a MutatingAdmissionPolicy (every
+// bindkit kind's requested-by record) matches them, and the author's first
+// kubectl apply after the instructions would meet that. A server-side
+// dry run of an empty object probes it: refused as invalid, the kind is
+// writable. env's clients retry the 503 for 30 s each time; it waits up to
+// 2 minutes in all.
+func (in *localInstall) waitWritable(ctx context.Context, env *envtest.Environment) error {
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	for _, crd := range in.objects {
+		if crd.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		gvr, gvk, namespaced, err := crdKind(crd)
+		if err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s: %w", crd.GetName(), err)
+		}
+		probe := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
+			"metadata": map[string]any{"generateName": "bindkit-probe-"}}}
+		client := dyn.Resource(gvr).Namespace(map[bool]string{true: in.systemNamespace}[namespaced])
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := client.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return !apierrors.IsServiceUnavailable(err), nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s not writable within 2 minutes of its CustomResourceDefinition: %w", gvk.Kind, err)
+		}
+	}
+	return nil
+}
+
+// crdKind reads a CRD's resource and kind at its storage version, and
+// whether it is namespaced.
+func crdKind(crd *unstructured.Unstructured) (schema.GroupVersionResource, schema.GroupVersionKind, bool, error) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	scope, _, _ := unstructured.NestedString(crd.Object, "spec", "scope")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		v, _ := v.(map[string]any)
+		if storage, _ := v["storage"].(bool); storage {
+			name, _ := v["name"].(string)
+			gv := schema.GroupVersion{Group: group, Version: name}
+			return gv.WithResource(plural), gv.WithKind(kind), scope == "Namespaced", nil
+		}
+	}
+	return schema.GroupVersionResource{}, schema.GroupVersionKind{}, false, errors.New("no storage version in spec.versions")
+}
+
 // runLocal is `bindkit controlplane -run`: a control plane of minor with
 // dir's kind installed, until ctx ends, and how to run the kind's
 // controller against it.
@@ -227,6 +283,9 @@ func runLocal(ctx context.Context, minor, dir string, port int, workloads bool, 
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.systemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
+	}
+	if err := in.waitWritable(ctx, env); err != nil {
+		return fmt.Errorf("install %s: %w", dir, err)
 	}
 	fmt.Fprint(stdout, in.instructions(env, dir, port, time.Since(start)))
 	<-ctx.Done()
