@@ -42,7 +42,11 @@ const (
 // tests use (KUBEBUILDER_ASSETS), running the generated contract test and
 // the envtest specs that bind Deployments through a Manager (crtest);
 // bindkit generate writes the CRD make manifests wrote; go build ./...
-// passes; a second run refuses and leaves the project alone.
+// passes; a second run refuses and leaves the project alone. Then the
+// project's Manager runs as a user runs it (checkManagerRuns): two
+// replicas of its binary under the generated RBAC, against a control
+// plane with running pods, through a leader's SIGKILL and caches that
+// cannot sync.
 // Without binaries it skips, except under CI=true, where it fails.
 func TestKubebuilderAddsABindingKindToAKubebuilderProject(t *testing.T) {
 	t.Parallel() // minutes of builds and a control plane: beside the other scaffolding tests
@@ -97,6 +101,7 @@ func TestKubebuilderAddsABindingKindToAKubebuilderProject(t *testing.T) {
 	}
 	checkOneCRD(t, dir)
 	runOrFail(t, dir, nil, "go", "build", "./...")
+	checkManagerRuns(t, dir, filepath.Join(tools, "kustomize"))
 }
 
 // checkOneCRD checks that bindkit generate writes the CRD make manifests
