@@ -322,3 +322,33 @@ func TestKubebuilderUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderElectionNamespace: the Lease's namespace joins kubebuilder's
+// ctrl.Options after LeaderElectionID, at its indentation; Options that
+// name one are left alone; without LeaderElectionID the user is told.
+func TestLeaderElectionNamespace(t *testing.T) {
+	const options = "\tmgr, err := ctrl.NewManager(cfg, ctrl.Options{\n\t\tLeaderElection:   enableLeaderElection,\n\t\tLeaderElectionID: \"6eeb1830.example.com\",\n\t})\n"
+	added := strings.Replace(options, "example.com\",\n", "example.com\",\n"+
+		"\t\t// [BINDKIT] The Lease in the namespace the Manager runs in, as bindkit's\n"+
+		"\t\t// SYSTEM_NAMESPACE: in a pod, config/default sets it to the pod's own;\n"+
+		"\t\t// outside a cluster (--leader-elect against a remote control plane)\n"+
+		"\t\t// controller-runtime finds no namespace of its own and refuses to start.\n"+
+		"\t\tLeaderElectionNamespace: os.Getenv(\"SYSTEM_NAMESPACE\"),\n", 1)
+	named := strings.Replace(options, "\t})", "\t\tLeaderElectionNamespace: \"regions-system\",\n\t})", 1)
+	for _, tc := range []struct {
+		name, in, want string
+		warns          int
+	}{
+		{"kubebuilder's Options", options, added, 0},
+		{"a namespace named", named, named, 0},
+		{"no LeaderElectionID", "\tctrl.Options{}\n", "\tctrl.Options{}\n", 1},
+	} {
+		e := newEdits(t.TempDir())
+		if diff := cmp.Diff(tc.want, leaderElectionNamespace(e, tc.in)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+		if len(e.warnings) != tc.warns {
+			t.Errorf("%s: warnings %q, want %d", tc.name, e.warnings, tc.warns)
+		}
+	}
+}
