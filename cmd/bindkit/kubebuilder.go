@@ -35,11 +35,12 @@ adds a kind. Run it at the project's root. It writes:
                                        policies and aggregated roles, and the
                                        transformers that keep namePrefix and
                                        cert-manager's CA injection off them
-and edits cmd/main.go (controllerruntime.Add), PROJECT, the Makefile
-(controller-gen ` + ControllerToolsVersion + `, make test with KUBEBUILDER_ASSETS set),
-config/default, config/crd, config/rbac and, the first time, what
-kubebuilder create webhook enables (config/webhook's Service,
-config/certmanager's Certificate, the patch mounting it). bindkit's
+and edits cmd/main.go (controllerruntime.Add; the Lease's namespace from
+SYSTEM_NAMESPACE, so that --leader-elect runs outside a pod too),
+PROJECT, the Makefile (controller-gen ` + ControllerToolsVersion + `, make test with
+KUBEBUILDER_ASSETS set), config/default, config/crd, config/rbac and,
+the first time, what kubebuilder create webhook enables (config/webhook's
+Service, config/certmanager's Certificate, the patch mounting it). bindkit's
 webhook configurations are not annotated for cert-manager's CA injection:
 bindkit writes their caBundle from the Certificate's Secret, one writer.
 

@@ -147,6 +147,7 @@ func editMain(e *edits, d kbData) error {
 				return "", err
 			}
 		}
+		s = leaderElectionNamespace(e, s)
 		controller := path.Base(d.ControllerImport)
 		kind := fmt.Sprintf(`%[1]sKind, err := %[2]s.New%[3]s()
 if err != nil {
@@ -157,6 +158,39 @@ bindingKinds = append(bindingKinds, %[1]sKind)
 `, strings.ToLower(d.Kind[:1])+d.Kind[1:], controller, d.Kind)
 		return insertBeforeMarker(s, bindkitBlockMarker, kind)
 	})
+}
+
+// leaderElectionLine sets the Manager's Lease namespace to bindkit's
+// system namespace.
+const leaderElectionLine = `// [BINDKIT] The Lease in the namespace the Manager runs in, as bindkit's
+// SYSTEM_NAMESPACE: in a pod, config/default sets it to the pod's own;
+// outside a cluster (--leader-elect against a remote control plane)
+// controller-runtime finds no namespace of its own and refuses to start.
+LeaderElectionNamespace: os.Getenv("SYSTEM_NAMESPACE"),
+`
+
+// leaderElectionNamespace adds leaderElectionLine to ctrl.Options after
+// kubebuilder's LeaderElectionID, unless the Options name a namespace;
+// without that line it warns.
+func leaderElectionNamespace(e *edits, s string) string {
+	if strings.Contains(s, "LeaderElectionNamespace") {
+		return s
+	}
+	lines := strings.SplitAfter(s, "\n")
+	for i, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "LeaderElectionID:") {
+			indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+			var add strings.Builder
+			for _, l := range strings.SplitAfter(leaderElectionLine, "\n") {
+				if l != "" {
+					add.WriteString(indent + l)
+				}
+			}
+			return strings.Join(lines[:i+1], "") + add.String() + strings.Join(lines[i+1:], "")
+		}
+	}
+	e.warn("cmd/main.go: no LeaderElectionID in ctrl.Options: set LeaderElectionNamespace: os.Getenv(\"SYSTEM_NAMESPACE\") there by hand, so that --leader-elect works outside a cluster")
+	return s
 }
 
 // mainBlock is bindkit's block in cmd/main.go.

@@ -42,7 +42,11 @@ const (
 // tests use (KUBEBUILDER_ASSETS), running the generated contract test and
 // the envtest specs that bind Deployments through a Manager (crtest);
 // bindkit generate writes the CRD make manifests wrote; go build ./...
-// passes; a second run refuses and leaves the project alone.
+// passes; a second run refuses and leaves the project alone. Then the
+// project's Manager runs as a user runs it (checkManagerRuns): two
+// replicas of its binary under the generated RBAC, against a control
+// plane with running pods, through a leader's SIGKILL and caches that
+// cannot sync.
 // Without binaries it skips, except under CI=true, where it fails.
 func TestKubebuilderAddsABindingKindToAKubebuilderProject(t *testing.T) {
 	t.Parallel() // minutes of builds and a control plane: beside the other scaffolding tests
@@ -99,6 +103,7 @@ func TestKubebuilderAddsABindingKindToAKubebuilderProject(t *testing.T) {
 	}
 	checkOneCRD(t, dir)
 	runOrFail(t, dir, nil, "go", "build", "./...")
+	checkManagerRuns(t, dir, filepath.Join(tools, "kustomize"))
 }
 
 // checkOneCRD checks that bindkit generate writes the CRD make manifests
@@ -316,6 +321,36 @@ func TestKubebuilderUsage(t *testing.T) {
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("bindkit %s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), want, stderr.Bytes())
 			}
+		}
+	}
+}
+
+// TestLeaderElectionNamespace: the Lease's namespace joins kubebuilder's
+// ctrl.Options after LeaderElectionID, at its indentation; Options that
+// name one are left alone; without LeaderElectionID the user is told.
+func TestLeaderElectionNamespace(t *testing.T) {
+	const options = "\tmgr, err := ctrl.NewManager(cfg, ctrl.Options{\n\t\tLeaderElection:   enableLeaderElection,\n\t\tLeaderElectionID: \"6eeb1830.example.com\",\n\t})\n"
+	added := strings.Replace(options, "example.com\",\n", "example.com\",\n"+
+		"\t\t// [BINDKIT] The Lease in the namespace the Manager runs in, as bindkit's\n"+
+		"\t\t// SYSTEM_NAMESPACE: in a pod, config/default sets it to the pod's own;\n"+
+		"\t\t// outside a cluster (--leader-elect against a remote control plane)\n"+
+		"\t\t// controller-runtime finds no namespace of its own and refuses to start.\n"+
+		"\t\tLeaderElectionNamespace: os.Getenv(\"SYSTEM_NAMESPACE\"),\n", 1)
+	named := strings.Replace(options, "\t})", "\t\tLeaderElectionNamespace: \"regions-system\",\n\t})", 1)
+	for _, tc := range []struct {
+		name, in, want string
+		warns          int
+	}{
+		{"kubebuilder's Options", options, added, 0},
+		{"a namespace named", named, named, 0},
+		{"no LeaderElectionID", "\tctrl.Options{}\n", "\tctrl.Options{}\n", 1},
+	} {
+		e := newEdits(t.TempDir())
+		if diff := cmp.Diff(tc.want, leaderElectionNamespace(e, tc.in)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+		if len(e.warnings) != tc.warns {
+			t.Errorf("%s: warnings %q, want %d", tc.name, e.warnings, tc.warns)
 		}
 	}
 }
