@@ -166,6 +166,11 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         enableLeaderElection,
 		LeaderElectionID:       "bb75f007.bindkit.dev",
+		// [BINDKIT] The Lease in the namespace the Manager runs in, as bindkit's
+		// SYSTEM_NAMESPACE: in a pod, config/default sets it to the pod's own;
+		// outside a cluster (--leader-elect against a remote control plane)
+		// controller-runtime finds no namespace of its own and refuses to start.
+		LeaderElectionNamespace: os.Getenv("SYSTEM_NAMESPACE"),
 		// LeaderElectionReleaseOnCancel defines if the leader should step down voluntarily
 		// when the Manager ends. This requires the binary to immediately end when the
 		// Manager is stopped, otherwise, this setting is unsafe. Setting this significantly
