@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -235,6 +236,16 @@ func TestRecordsNameWhatSubjectsCarryThroughExampleBinary(t *testing.T) {
 		}
 	}
 	edit(20)
+	// Creates go on while the process is stopped: only the policy admits
+	// them, so the handover must be complete first (the webhook stays in
+	// the path until probes see the policy in force, which a loaded
+	// kube-apiserver takes a minute or more to load: 78 s were not enough
+	// on 2 cores at load 20).
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(ctrl.Log(), "admission policy seen in force"), nil
+	}); err != nil {
+		t.Fatalf("the example binary did not see its admission policy in force within 3 minutes: %v\n%s", err, ctrl.LogTail(40))
+	}
 	r.stop(ctrl)
 	edit(20)
 	ctrl = r.start()
