@@ -3,8 +3,6 @@ package controllerruntime_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -146,42 +144,6 @@ func documentedRules(t *testing.T, kind *wiring.Kind, createSubjects bool) (clus
 	), inNamespace
 }
 
-// forwarder listens on 127.0.0.1 and passes each connection to the first
-// of backends that accepts one, as a Service passes a call to an endpoint
-// that is up. It returns its port.
-func forwarder(t *testing.T, backends ...int) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				for _, port := range backends {
-					up, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(port)))
-					if err != nil {
-						continue
-					}
-					defer up.Close()
-					done := make(chan struct{}, 2)
-					go func() { io.Copy(up, c); done <- struct{}{} }()
-					go func() { io.Copy(c, up); done <- struct{}{} }()
-					<-done
-					return
-				}
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // replica is one Manager of the test's two.
 type replica struct {
 	name    string
@@ -281,7 +243,7 @@ func TestTakeoverUnderDocumentedRBACCompletesTheHandover(t *testing.T) {
 
 	a := r.replica(t, "replica a", cfg, kind, sys)
 	b := r.replica(t, "replica b", cfg, kind, sys)
-	r.installWebhook(t, kind, forwarder(t, a.webhook, b.webhook))
+	r.installWebhook(t, kind, testenv.Forwarder(t, a.webhook, b.webhook))
 
 	ns := r.env.CreateNamespace(t, "takeover-")
 	r.create(t, kind, ns, "sink", map[string]any{

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bindkit/bindkit/envtest"
+	"github.com/bindkit/bindkit/test/testenv"
 )
 
 // What kustomize's config/default makes of the scaffolded project's
@@ -66,7 +66,7 @@ func checkManagerRuns(t *testing.T, dir, kustomize string) {
 	runOrFail(t, dir, nil, "go", "build", "-o", binary, "./cmd")
 	r := newManagerRig(t, binary)
 	a, b := r.replica(t, "replica a"), r.replica(t, "replica b")
-	r.install(t, dir, kustomize, forwarder(t, a.webhook, b.webhook))
+	r.install(t, dir, kustomize, testenv.Forwarder(t, a.webhook, b.webhook))
 	a.start(t)
 	b.start(t)
 	a.waitReady(t)
@@ -367,44 +367,6 @@ func mgrPoll(t *testing.T, timeout time.Duration, what string, check func() stri
 	})
 	if err != nil {
 		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
-	}
-}
-
-// forwarder listens on 127.0.0.1 and passes each connection to the first
-// of backends that accepts one, as the webhook Service passes a call to a
-// replica that is up. It returns its port.
-func forwarder(t *testing.T, backends ...int) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go forward(c, backends)
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func forward(c net.Conn, backends []int) {
-	defer c.Close()
-	for _, port := range backends {
-		up, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(port)))
-		if err != nil {
-			continue
-		}
-		defer up.Close()
-		done := make(chan struct{}, 2)
-		go func() { io.Copy(up, c); done <- struct{}{} }()
-		go func() { io.Copy(c, up); done <- struct{}{} }()
-		<-done
-		return
 	}
 }
 
