@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,7 +43,7 @@ var controlPlane = testenv.Shared{Options: testenv.Options{
 	CRDPaths:  []string{"../" + fixturebinding.CRDPath, "../examples/sinkbinding/config/300-sinkbinding.yaml"},
 }}
 
-var logs syncBuffer
+var logs testenv.LogBuffer
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(&logs)))
@@ -429,22 +428,4 @@ func TestRolloutHaltsInTheManager(t *testing.T) {
 		return ""
 	})
 	r.audit(t, ns)
-}
-
-// syncBuffer is a strings.Builder safe for concurrent loggers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -150,7 +150,7 @@ type replica struct {
 	mgr     ctrl.Manager
 	webhook int
 	probes  int
-	log     *syncBuffer
+	log     *testenv.LogBuffer
 	cancel  context.CancelFunc
 	stopped chan struct{} // closed when Start has returned err
 	err     error
@@ -158,7 +158,7 @@ type replica struct {
 
 func (r *rig) replica(t *testing.T, name string, cfg *rest.Config, kind *wiring.Kind, sys system) *replica {
 	t.Helper()
-	rep := &replica{name: name, log: &syncBuffer{}, stopped: make(chan struct{})}
+	rep := &replica{name: name, log: &testenv.LogBuffer{}, stopped: make(chan struct{})}
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(rep.log), zap.DebugLevel))
 	rep.mgr, rep.webhook, rep.probes = r.manager(t, cfg, ctrl.Options{
 		LeaderElection: true, LeaderElectionID: "takeover.bindkit.dev", LeaderElectionNamespace: sys.namespace,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -76,7 +74,7 @@ func checkManagerRuns(t *testing.T, dir, kustomize string) {
 	survivor := r.checkTakeover(t, ns, a, b)
 	survivor.terminate(t, 30*time.Second)
 	if !survivor.cmd.ProcessState.Success() {
-		t.Errorf("%s on SIGTERM: %v, want exit 0\n%s", survivor.name, survivor.cmd.ProcessState, survivor.log.tail(40))
+		t.Errorf("%s on SIGTERM: %v, want exit 0\n%s", survivor.name, survivor.cmd.ProcessState, survivor.log.Tail(40))
 	}
 	r.checkStopsWhenCachesCannotSync(t)
 }
@@ -241,7 +239,7 @@ type managerProcess struct {
 	name                   string
 	probe, webhook, metric int
 	cmd                    *exec.Cmd
-	log                    *syncBuffer
+	log                    *testenv.LogBuffer
 	started                time.Time
 	exited                 chan struct{} // closed once the process has exited
 }
@@ -249,7 +247,7 @@ type managerProcess struct {
 // replica picks a replica's ports; start runs it.
 func (r *managerRig) replica(t *testing.T, name string) *managerProcess {
 	t.Helper()
-	p := &managerProcess{name: name, log: &syncBuffer{}, exited: make(chan struct{})}
+	p := &managerProcess{name: name, log: &testenv.LogBuffer{}, exited: make(chan struct{})}
 	for _, port := range []*int{&p.probe, &p.webhook, &p.metric} {
 		var err error
 		if *port, err = envtest.FreePort(); err != nil {
@@ -274,7 +272,7 @@ func (r *managerRig) replica(t *testing.T, name string) *managerProcess {
 			<-p.exited
 		}
 		if t.Failed() {
-			t.Logf("%s's log (last lines):\n%s", p.name, p.log.tail(80))
+			t.Logf("%s's log (last lines):\n%s", p.name, p.log.Tail(80))
 		}
 	})
 	return p
@@ -298,7 +296,7 @@ func (p *managerProcess) waitReady(t *testing.T) {
 	t.Helper()
 	mgrPoll(t, 2*time.Minute, p.name+" ready", func() string {
 		if p.hasExited() {
-			t.Fatalf("%s exited: %v\n%s", p.name, p.cmd.ProcessState, p.log.tail(40))
+			t.Fatalf("%s exited: %v\n%s", p.name, p.cmd.ProcessState, p.log.Tail(40))
 		}
 		code, body := p.get("readyz")
 		if code != http.StatusOK {
@@ -340,7 +338,7 @@ func (p *managerProcess) terminate(t *testing.T, within time.Duration) time.Dura
 	case <-p.exited:
 		return time.Since(sent)
 	case <-time.After(within):
-		t.Fatalf("%s still runs %s after SIGTERM\n%s", p.name, within, p.log.tail(40))
+		t.Fatalf("%s still runs %s after SIGTERM\n%s", p.name, within, p.log.Tail(40))
 		return 0
 	}
 }
@@ -368,30 +366,6 @@ func mgrPoll(t *testing.T, timeout time.Duration, what string, check func() stri
 	if err != nil {
 		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's two output streams.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// tail returns the last n lines.
-func (b *syncBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // webDeployment is a Deployment of two pods that the test's RegionBinding
@@ -617,7 +591,7 @@ func (r *managerRig) checkStopsWhenCachesCannotSync(t *testing.T) {
 	for _, p := range []*managerProcess{c, d} {
 		mgrPoll(t, time.Minute, p.name+"'s readiness to say bindkit's informers have not synced", func() string {
 			if p.hasExited() {
-				t.Fatalf("%s exited: %v\n%s", p.name, p.cmd.ProcessState, p.log.tail(40))
+				t.Fatalf("%s exited: %v\n%s", p.name, p.cmd.ProcessState, p.log.Tail(40))
 			}
 			if code, body := p.get("readyz/bindkit"); code != http.StatusInternalServerError || !strings.Contains(body, "informers have not synced") {
 				return fmt.Sprintf("%d %s", code, body)
@@ -629,7 +603,7 @@ func (r *managerRig) checkStopsWhenCachesCannotSync(t *testing.T) {
 	took := c.terminate(t, 10*time.Second)
 	t.Logf("%s, its caches unsynced, exited %s after SIGTERM: %v", c.name, took.Round(time.Millisecond), c.cmd.ProcessState)
 	if !c.cmd.ProcessState.Success() {
-		t.Errorf("%s on SIGTERM before its caches synced: %v, want exit 0\n%s", c.name, c.cmd.ProcessState, c.log.tail(40))
+		t.Errorf("%s on SIGTERM before its caches synced: %v, want exit 0\n%s", c.name, c.cmd.ProcessState, c.log.Tail(40))
 	}
 	select {
 	case <-d.exited:
@@ -638,6 +612,6 @@ func (r *managerRig) checkStopsWhenCachesCannotSync(t *testing.T) {
 	}
 	t.Logf("%s exited %s after it started: %v", d.name, time.Since(d.started).Round(time.Second), d.cmd.ProcessState)
 	if d.cmd.ProcessState.Success() || len(d.lines("ConfigMaps in namespace "+mgrNamespace)) == 0 {
-		t.Errorf("%s: %v, want a failure naming the ConfigMaps in %s\n%s", d.name, d.cmd.ProcessState, mgrNamespace, d.log.tail(40))
+		t.Errorf("%s: %v, want a failure naming the ConfigMaps in %s\n%s", d.name, d.cmd.ProcessState, mgrNamespace, d.log.Tail(40))
 	}
 }
